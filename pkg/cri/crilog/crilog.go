@@ -1,0 +1,325 @@
+// Package crilog writes and reads container log files in the CRI format that
+// kubelet reads (kubectl logs, log rotation), and pumps a Docker container's
+// log stream into such a file.
+//
+// Each line of a CRI log file is one record:
+//
+//	<RFC3339Nano timestamp> <stdout|stderr> <F|P> <content>\n
+//
+// A line of container output too long for one record is split into several
+// records tagged P (partial), the last one tagged F (full); kubelet joins them.
+package crilog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// MaxLineSize is the largest content, in bytes, of one record. Longer lines are
+// split into P records. 16 KiB matches containerd's default max container log
+// line size and Docker's own split of long lines into partial messages.
+const MaxLineSize = 16 * 1024
+
+// timeFormat is the layout kubelet parses CRI log timestamps with.
+const timeFormat = time.RFC3339Nano
+
+// maxTimestampLen bounds the timestamp field; the longest RFC3339Nano value is
+// 35 bytes. It keeps a garbage line from turning into a huge allocation.
+const maxTimestampLen = 64
+
+// Stream names the container output stream a record came from.
+type Stream string
+
+// The two streams CRI log files carry.
+const (
+	Stdout Stream = "stdout"
+	Stderr Stream = "stderr"
+)
+
+const (
+	tagFull    = 'F'
+	tagPartial = 'P'
+)
+
+// Record is one parsed line of a CRI log file.
+type Record struct {
+	Time    time.Time
+	Stream  Stream
+	Partial bool // tag P: the line continues in the next record
+	Content []byte
+}
+
+// Writer appends records to a CRI log file. It is safe for concurrent use.
+type Writer struct {
+	mu   sync.Mutex
+	path string
+	f    *os.File // nil once closed
+	buf  []byte   // reused so one record becomes one write(2)
+}
+
+// OpenWriter opens (creating it and its directory if needed) the log file at
+// path for appending.
+func OpenWriter(path string) (*Writer, error) {
+	f, err := openLog(path)
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{path: path, f: f}, nil
+}
+
+func openLog(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("open log %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("open log %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// WriteRecord writes content, output of stream at time ts, as one or more
+// records. One trailing '\n' is stripped: it is what ends the line. Any other
+// '\n' also ends a line, so the file stays one record per line. Lines longer
+// than MaxLineSize are split into P records. If partial is true the (last)
+// line is unfinished and all its records are tagged P.
+//
+// All records of one call go to the file in a single write, so a concurrent
+// Reopen never splits them across files.
+func (w *Writer) WriteRecord(ts time.Time, stream Stream, partial bool, content []byte) error {
+	if stream != Stdout && stream != Stderr {
+		return fmt.Errorf("write log %s: invalid stream %q", w.path, stream)
+	}
+	content = bytes.TrimSuffix(content, []byte{'\n'})
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return fmt.Errorf("write log %s: %w", w.path, os.ErrClosed)
+	}
+	buf := w.buf[:0]
+	for {
+		line, rest, more := bytes.Cut(content, []byte{'\n'})
+		unfinished := partial && !more
+		// An empty unfinished line carries nothing; an empty finished one is
+		// a blank line of output and must be kept.
+		if !(unfinished && len(line) == 0) {
+			for {
+				n := min(len(line), MaxLineSize)
+				tag := byte(tagFull)
+				if n < len(line) || unfinished {
+					tag = tagPartial
+				}
+				buf = appendRecord(buf, ts, stream, tag, line[:n])
+				line = line[n:]
+				if len(line) == 0 {
+					break
+				}
+			}
+		}
+		if !more {
+			break
+		}
+		content = rest
+	}
+	// Don't pin a buffer grown by one huge record.
+	if cap(buf) <= 4*MaxLineSize {
+		w.buf = buf
+	}
+	if len(buf) == 0 {
+		return nil
+	}
+	if _, err := w.f.Write(buf); err != nil {
+		return fmt.Errorf("write log %s: %w", w.path, err)
+	}
+	return nil
+}
+
+func appendRecord(dst []byte, ts time.Time, stream Stream, tag byte, content []byte) []byte {
+	dst = ts.AppendFormat(dst, timeFormat)
+	dst = append(dst, ' ')
+	dst = append(dst, stream...)
+	dst = append(dst, ' ', tag, ' ')
+	dst = append(dst, content...)
+	return append(dst, '\n')
+}
+
+// Reopen closes the file and opens the path again. kubelet rotates a log by
+// renaming it away and then asking the runtime to reopen it; records written
+// after Reopen land in the new file.
+func (w *Writer) Reopen() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return fmt.Errorf("reopen log %s: %w", w.path, os.ErrClosed)
+	}
+	// Open before closing: if the open fails, records keep going to the old
+	// file instead of being dropped.
+	f, err := openLog(w.path)
+	if err != nil {
+		return err
+	}
+	old := w.f
+	w.f = f
+	if err := old.Close(); err != nil {
+		return fmt.Errorf("close log %s: %w", w.path, err)
+	}
+	return nil
+}
+
+// Close closes the file. Later writes fail with os.ErrClosed.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return nil
+	}
+	err := w.f.Close()
+	w.f = nil
+	if err != nil {
+		return fmt.Errorf("close log %s: %w", w.path, err)
+	}
+	return nil
+}
+
+// ParseLine parses one line of a CRI log file, with or without its trailing
+// newline. The returned Content aliases line.
+func ParseLine(line []byte) (Record, error) {
+	line = bytes.TrimSuffix(line, []byte{'\n'})
+	var r Record
+	ts, rest, ok := bytes.Cut(line, []byte{' '})
+	if !ok {
+		return Record{}, errors.New("parse log line: no timestamp")
+	}
+	t, err := parseTime(ts)
+	if err != nil {
+		return Record{}, fmt.Errorf("parse log line: %w", err)
+	}
+	r.Time = t
+
+	stream, rest, ok := bytes.Cut(rest, []byte{' '})
+	if !ok {
+		return Record{}, errors.New("parse log line: no stream")
+	}
+	switch r.Stream = Stream(stream); r.Stream {
+	case Stdout, Stderr:
+	default:
+		return Record{}, fmt.Errorf("parse log line: invalid stream %q", truncate(stream))
+	}
+
+	tags, content, ok := bytes.Cut(rest, []byte{' '})
+	if !ok {
+		return Record{}, errors.New("parse log line: no tag")
+	}
+	// Tags are ':'-separated for forward compatibility; kubelet only looks
+	// at the first.
+	tag, _, _ := bytes.Cut(tags, []byte{':'})
+	switch string(tag) {
+	case string(tagFull):
+	case string(tagPartial):
+		r.Partial = true
+	default:
+		return Record{}, fmt.Errorf("parse log line: invalid tag %q", truncate(tags))
+	}
+	if bytes.IndexByte(content, '\n') >= 0 {
+		return Record{}, errors.New("parse log line: more than one line")
+	}
+	r.Content = content
+	return r, nil
+}
+
+func parseTime(b []byte) (time.Time, error) {
+	if len(b) > maxTimestampLen {
+		return time.Time{}, fmt.Errorf("timestamp too long (%d bytes)", len(b))
+	}
+	t, err := time.Parse(timeFormat, string(b))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("invalid timestamp %q: %w", b, err)
+	}
+	return t, nil
+}
+
+// truncate shortens b for an error message.
+func truncate(b []byte) []byte {
+	if len(b) > 32 {
+		return b[:32]
+	}
+	return b
+}
+
+// LastTimestamp returns the timestamp of the last complete line of the log file
+// at path, reading backwards from the end so a big file costs only its tail.
+// A missing file or one without a complete line gives the zero time; a torn
+// last line (no trailing '\n', e.g. after a crash mid-write) is ignored.
+func LastTimestamp(path string) (time.Time, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("last timestamp of %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("last timestamp of %s: %w", path, err)
+	}
+	t, err := lastTimestamp(f, fi.Size())
+	if err != nil {
+		return time.Time{}, fmt.Errorf("last timestamp of %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// backChunk is how much lastTimestamp reads per step backwards.
+const backChunk = 64 * 1024
+
+func lastTimestamp(r io.ReaderAt, size int64) (time.Time, error) {
+	buf := make([]byte, backChunk)
+	end := int64(-1) // offset of the '\n' ending the last complete line
+	start := int64(0)
+	for pos := size; pos > 0; {
+		n := min(int64(len(buf)), pos)
+		pos -= n
+		chunk := buf[:n]
+		if _, err := r.ReadAt(chunk, pos); err != nil {
+			return time.Time{}, err
+		}
+		if end < 0 {
+			i := bytes.LastIndexByte(chunk, '\n')
+			if i < 0 {
+				continue
+			}
+			end = pos + int64(i)
+			chunk = chunk[:i]
+		}
+		if i := bytes.LastIndexByte(chunk, '\n'); i >= 0 {
+			start = pos + int64(i) + 1
+			break
+		}
+	}
+	if end < 0 {
+		return time.Time{}, nil
+	}
+	// Only the timestamp is needed: read the head of the line.
+	head := buf[:min(end-start, maxTimestampLen+1)]
+	if _, err := r.ReadAt(head, start); err != nil {
+		return time.Time{}, err
+	}
+	ts, _, ok := bytes.Cut(head, []byte{' '})
+	if !ok {
+		return time.Time{}, fmt.Errorf("last line at offset %d: no timestamp", start)
+	}
+	t, err := parseTime(ts)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("last line at offset %d: %w", start, err)
+	}
+	return t, nil
+}

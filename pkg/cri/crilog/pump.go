@@ -1,0 +1,183 @@
+package crilog
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+)
+
+// Source opens a container's log stream as the engine serves it for
+// GET /containers/{id}/logs?follow=1&stdout=1&stderr=1&timestamps=1&since=<since>.
+type Source func(ctx context.Context, since time.Time) (io.ReadCloser, error)
+
+// maxPiece caps how much of one log message is held in memory; a longer
+// message is read and written in pieces of this size.
+const maxPiece = 64 * 1024
+
+// Pump copies the container's log stream from src into w until the stream
+// ends (the container exited and all its output was delivered; err is nil) or
+// ctx is cancelled (err is ctx.Err()).
+//
+// tty selects the stream format: Docker multiplexes stdout and stderr in
+// 8-byte-header frames unless the container has a TTY, in which case the
+// stream is raw stdout. Every message starts with its RFC3339Nano timestamp
+// and a space.
+//
+// Messages whose timestamp is not after since are skipped: the engine's since
+// filter is inclusive, so on resume the last message already written comes
+// again. (Distinct messages sharing that exact nanosecond are skipped too.)
+//
+// last is the timestamp of the last record written, or since if none was:
+// pass it as since to resume after reconnecting.
+func Pump(ctx context.Context, w *Writer, src Source, tty bool, since time.Time) (last time.Time, err error) {
+	rc, err := src(ctx, since)
+	if err != nil {
+		return since, fmt.Errorf("open log stream: %w", err)
+	}
+	// Closing the stream is what unblocks a Read waiting for output of a
+	// quiet container when ctx is cancelled.
+	stop := context.AfterFunc(ctx, func() { rc.Close() })
+	defer func() {
+		if stop() {
+			rc.Close()
+		}
+	}()
+
+	p := &pump{ctx: ctx, w: w, since: since, last: since}
+	br := bufio.NewReaderSize(rc, maxPiece)
+	if tty {
+		err = p.raw(br)
+	} else {
+		err = p.multiplexed(br)
+	}
+	if ctx.Err() != nil {
+		// Whatever the read returned, it was caused by the cancellation.
+		return p.last, ctx.Err()
+	}
+	return p.last, err
+}
+
+type pump struct {
+	ctx   context.Context
+	w     *Writer
+	since time.Time
+	last  time.Time
+
+	// The message being copied, which may span several pieces.
+	ts   time.Time
+	skip bool // at or before since
+	buf  []byte
+}
+
+// multiplexed decodes Docker's stdcopy framing: byte 0 is the stream, bytes
+// 4..7 the big-endian payload length. Each frame is one log message.
+func (p *pump) multiplexed(r io.Reader) error {
+	var hdr [8]byte
+	for p.ctx.Err() == nil {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return fmt.Errorf("read log stream frame header: %w", err)
+		}
+		size := int64(binary.BigEndian.Uint32(hdr[4:]))
+		var stream Stream
+		switch stdcopy.StdType(hdr[0]) {
+		case stdcopy.Stdout, stdcopy.Stdin: // stdcopy also treats stdin as stdout
+			stream = Stdout
+		case stdcopy.Stderr:
+			stream = Stderr
+		case stdcopy.Systemerr:
+			msg, err := io.ReadAll(io.LimitReader(r, min(size, 4096)))
+			if err != nil {
+				return fmt.Errorf("read log stream error: %w", err)
+			}
+			return fmt.Errorf("log stream: engine error: %s", msg)
+		default:
+			return fmt.Errorf("read log stream: unknown stream %d in frame header", hdr[0])
+		}
+		for first := true; size > 0; first = false {
+			n := min(size, maxPiece)
+			if int64(cap(p.buf)) < n {
+				p.buf = make([]byte, n)
+			}
+			piece := p.buf[:n]
+			if _, err := io.ReadFull(r, piece); err != nil {
+				return fmt.Errorf("read log stream frame: %w", noEOF(err))
+			}
+			size -= n
+			if err := p.piece(stream, piece, first); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// raw decodes a TTY container's stream: stdout only, one message per line.
+// (Docker's own partial messages, which lack the '\n', run into the next
+// message's timestamp here; a TTY stream has no framing to tell them apart.)
+func (p *pump) raw(r *bufio.Reader) error {
+	first := true // the next piece starts a line, hence a timestamp
+	for p.ctx.Err() == nil {
+		// ReadSlice stops at the buffer size (maxPiece), which caps a long
+		// line's piece.
+		piece, err := r.ReadSlice('\n')
+		if len(piece) > 0 {
+			if perr := p.piece(Stdout, piece, first); perr != nil {
+				return perr
+			}
+			first = piece[len(piece)-1] == '\n'
+		}
+		switch {
+		case err == nil, errors.Is(err, bufio.ErrBufferFull):
+		case err == io.EOF:
+			return nil
+		default:
+			return fmt.Errorf("read log stream: %w", err)
+		}
+	}
+	return nil
+}
+
+// piece writes one piece of a message; the first piece of a message starts
+// with its timestamp.
+func (p *pump) piece(stream Stream, b []byte, first bool) error {
+	if first {
+		ts, rest, ok := bytes.Cut(b, []byte{' '})
+		if !ok {
+			return fmt.Errorf("log stream message without timestamp: %q", truncate(b))
+		}
+		t, err := parseTime(ts)
+		if err != nil {
+			return fmt.Errorf("log stream message: %w", err)
+		}
+		p.ts, p.skip, b = t, !t.After(p.since), rest
+	}
+	if p.skip {
+		return nil
+	}
+	// Docker ends a complete line with '\n'; without it the message (or this
+	// piece of a capped one) is partial.
+	partial := len(b) == 0 || b[len(b)-1] != '\n'
+	if err := p.w.WriteRecord(p.ts, stream, partial, b); err != nil {
+		return err
+	}
+	p.last = p.ts
+	return nil
+}
+
+// noEOF turns a clean EOF inside a frame into the truncation it is.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}

@@ -1,0 +1,112 @@
+// Package dockerapi is cri-compose's only road to the Docker Engine. It wraps
+// the moby client with version negotiation (Engine API 1.41 and up), a
+// context on every call, typed errors, and one shared event stream.
+package dockerapi
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/moby/moby/api/types/system"
+	"github.com/moby/moby/client"
+)
+
+// MinAPIVersion is the oldest Engine API we support: Docker 20.10, as shipped
+// by Debian 12. Features from newer APIs must degrade below their version.
+const MinAPIVersion = "1.41"
+
+// Client talks to one Docker Engine.
+type Client struct {
+	api  *client.Client
+	host string
+}
+
+// New returns a client for host ("unix:///var/run/docker.sock", "tcp://…");
+// an empty host means DOCKER_HOST or the platform default. It does not
+// contact the engine: the API version is negotiated on the first call, so
+// cri-compose can start while the engine is down and report it not ready.
+func New(host string) (*Client, error) {
+	opts := []client.Opt{client.FromEnv}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	}
+	c, err := client.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("docker client for %q: %w", host, err)
+	}
+	if host == "" {
+		host = c.DaemonHost()
+	}
+	return &Client{api: c, host: host}, nil
+}
+
+// Host is the engine endpoint this client talks to.
+func (c *Client) Host() string { return c.host }
+
+// IsLocal reports whether the engine runs on this machine (unix socket), so
+// that host facts read here (capabilities, cgroups) are the engine's too.
+func (c *Client) IsLocal() bool {
+	return len(c.host) > 7 && c.host[:7] == "unix://"
+}
+
+// Close releases idle connections.
+func (c *Client) Close() error { return c.api.Close() }
+
+// APIVersion is the negotiated Engine API version ("" before the first call).
+func (c *Client) APIVersion() string { return c.api.ClientVersion() }
+
+// Ping checks that the engine answers and negotiates the API version; it
+// refuses engines older than MinAPIVersion.
+func (c *Client) Ping(ctx context.Context) (string, error) {
+	p, err := c.api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+	if err != nil {
+		return "", wrap("ping engine", c.host, err)
+	}
+	if p.APIVersion != "" && versionLess(p.APIVersion, MinAPIVersion) {
+		return p.APIVersion, &Error{Kind: KindUnavailable, Op: "ping engine", Ref: c.host,
+			Err: fmt.Errorf("engine API %s is older than the supported minimum %s", p.APIVersion, MinAPIVersion)}
+	}
+	return p.APIVersion, nil
+}
+
+// Version describes the engine.
+type Version struct {
+	Version    string // engine version, e.g. 20.10.24
+	APIVersion string // highest API the engine supports
+}
+
+// ServerVersion returns the engine's version.
+func (c *Client) ServerVersion(ctx context.Context) (Version, error) {
+	v, err := c.api.ServerVersion(ctx, client.ServerVersionOptions{})
+	if err != nil {
+		return Version{}, wrap("engine version", c.host, err)
+	}
+	return Version{Version: v.Version, APIVersion: v.APIVersion}, nil
+}
+
+// Info returns the engine's system information.
+func (c *Client) Info(ctx context.Context) (system.Info, error) {
+	r, err := c.api.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		return system.Info{}, wrap("engine info", c.host, err)
+	}
+	return r.Info, nil
+}
+
+// versionLess compares dotted API versions ("1.41" < "1.9" is false).
+func versionLess(a, b string) bool {
+	var amaj, amin, bmaj, bmin int
+	fmt.Sscanf(a, "%d.%d", &amaj, &amin)
+	fmt.Sscanf(b, "%d.%d", &bmaj, &bmin)
+	if amaj != bmaj {
+		return amaj < bmaj
+	}
+	return amin < bmin
+}
+
+// AtLeast reports whether the negotiated API is at least v, for features that
+// need a newer engine than MinAPIVersion.
+func (c *Client) AtLeast(v string) bool {
+	cur := c.api.ClientVersion()
+	return cur != "" && !versionLess(cur, v)
+}

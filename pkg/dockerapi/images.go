@@ -1,0 +1,78 @@
+package dockerapi
+
+import (
+	"context"
+	"io"
+
+	"github.com/moby/moby/api/pkg/authconfig"
+	"github.com/moby/moby/api/types/image"
+	"github.com/moby/moby/api/types/registry"
+	"github.com/moby/moby/client"
+)
+
+// ImagePull pulls ref (a normalized reference) with optional credentials and
+// waits until the engine has it.
+func (c *Client) ImagePull(ctx context.Context, ref string, auth *registry.AuthConfig) error {
+	var opts client.ImagePullOptions
+	if auth != nil {
+		enc, err := authconfig.Encode(*auth)
+		if err != nil {
+			return &Error{Kind: KindInvalid, Op: "pull image", Ref: ref, Err: err}
+		}
+		opts.RegistryAuth = enc
+	}
+	r, err := c.api.ImagePull(ctx, ref, opts)
+	if err != nil {
+		return wrap("pull image", ref, err)
+	}
+	defer r.Close()
+	// Errors of the pull itself (unknown manifest, auth) arrive in the stream.
+	return wrap("pull image", ref, r.Wait(ctx))
+}
+
+// ImageInspect returns the engine's view of an image by name, id or digest.
+func (c *Client) ImageInspect(ctx context.Context, ref string) (image.InspectResponse, error) {
+	r, err := c.api.ImageInspect(ctx, ref)
+	if err != nil {
+		return image.InspectResponse{}, wrap("inspect image", ref, err)
+	}
+	return r.InspectResponse, nil
+}
+
+// ImageList lists the engine's images; reference filters by name pattern
+// when not empty.
+func (c *Client) ImageList(ctx context.Context, reference string) ([]image.Summary, error) {
+	f := client.Filters{}
+	if reference != "" {
+		f.Add("reference", reference)
+	}
+	r, err := c.api.ImageList(ctx, client.ImageListOptions{Filters: f})
+	if err != nil {
+		return nil, wrap("list images", reference, err)
+	}
+	return r.Items, nil
+}
+
+// ImageRemove removes an image name (untagging it when other names remain) or
+// an image id with all its names.
+func (c *Client) ImageRemove(ctx context.Context, ref string, force bool) error {
+	_, err := c.api.ImageRemove(ctx, ref, client.ImageRemoveOptions{Force: force, PruneChildren: true})
+	return wrap("remove image", ref, err)
+}
+
+// ImageTag gives image src the additional name target.
+func (c *Client) ImageTag(ctx context.Context, src, target string) error {
+	_, err := c.api.ImageTag(ctx, client.ImageTagOptions{Source: src, Target: target})
+	return wrap("tag image", src+" as "+target, err)
+}
+
+// ImageLoad loads a `docker save` archive into the engine.
+func (c *Client) ImageLoad(ctx context.Context, archive io.Reader) error {
+	r, err := c.api.ImageLoad(ctx, archive, client.ImageLoadWithQuiet(true))
+	if err != nil {
+		return wrap("load image", "", err)
+	}
+	defer r.Close()
+	// The engine reports load errors inside the JSON stream.
+	return wrap("load image", "", readJSONStream(r))
+}
