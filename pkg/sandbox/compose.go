@@ -1,0 +1,198 @@
+package sandbox
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/moby/moby/api/types/container"
+)
+
+// Service renders an engine container (as created, or as inspected after a
+// restart) as the Compose service that describes it. Namespace joins with
+// the infra container become `service:pod`, so the file stands on its own.
+func Service(service string, cc *container.Config, hc *container.HostConfig) types.ServiceConfig {
+	s := types.ServiceConfig{Name: service}
+	if cc == nil {
+		cc = &container.Config{}
+	}
+	if hc == nil {
+		hc = &container.HostConfig{}
+	}
+	s.Image = cc.Image
+	if ref := cc.Labels[LabelImage]; ref != "" {
+		s.Image = ref // the name, not the pinned id: the file must run elsewhere
+	}
+	s.Entrypoint = types.ShellCommand(cc.Entrypoint)
+	s.Command = types.ShellCommand(cc.Cmd)
+	s.WorkingDir = cc.WorkingDir
+	s.User = cc.User
+	s.Tty = cc.Tty
+	s.StdinOpen = cc.OpenStdin
+	if len(cc.Env) > 0 {
+		s.Environment = types.MappingWithEquals{}
+		for _, kv := range cc.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			s.Environment[k] = &v
+		}
+	}
+	if service == InfraService {
+		s.Hostname = cc.Hostname
+	}
+	s.Labels = userLabels(cc.Labels)
+
+	s.NetworkMode = joinMode(string(hc.NetworkMode), cc.Labels[LabelSandboxID])
+	s.Ipc = joinMode(string(hc.IpcMode), cc.Labels[LabelSandboxID])
+	s.Pid = joinMode(string(hc.PidMode), cc.Labels[LabelSandboxID])
+	if s.NetworkMode != "" && !strings.Contains(s.NetworkMode, ":") && s.NetworkMode != "host" && s.NetworkMode != "none" {
+		// A user-defined network: listed under networks, not network_mode.
+		s.Networks = map[string]*types.ServiceNetworkConfig{s.NetworkMode: nil}
+		s.NetworkMode = ""
+	}
+	for _, d := range hc.DNS {
+		s.DNS = append(s.DNS, d.String())
+	}
+	s.DNSSearch = hc.DNSSearch
+	s.DNSOpts = hc.DNSOptions
+	if len(hc.Sysctls) > 0 {
+		s.Sysctls = types.Mapping(hc.Sysctls)
+	}
+	for port, bindings := range hc.PortBindings {
+		for _, b := range bindings {
+			p := types.ServicePortConfig{Target: uint32(port.Num()), Published: b.HostPort, Protocol: string(port.Proto()), Mode: "ingress"}
+			if b.HostIP.IsValid() {
+				p.HostIP = b.HostIP.String()
+			}
+			s.Ports = append(s.Ports, p)
+		}
+	}
+	sort.Slice(s.Ports, func(i, j int) bool {
+		if s.Ports[i].Target != s.Ports[j].Target {
+			return s.Ports[i].Target < s.Ports[j].Target
+		}
+		return s.Ports[i].Protocol+s.Ports[i].HostIP < s.Ports[j].Protocol+s.Ports[j].HostIP
+	})
+	for _, b := range hc.Binds {
+		s.Volumes = append(s.Volumes, bindVolume(b))
+	}
+	for _, d := range hc.Devices {
+		s.Devices = append(s.Devices, types.DeviceMapping{Source: d.PathOnHost, Target: d.PathInContainer, Permissions: d.CgroupPermissions})
+	}
+	s.CapAdd = hc.CapAdd
+	s.CapDrop = hc.CapDrop
+	s.Privileged = hc.Privileged
+	s.ReadOnly = hc.ReadonlyRootfs
+	s.GroupAdd = hc.GroupAdd
+	s.SecurityOpt = hc.SecurityOpt
+	s.DeviceCgroupRules = hc.DeviceCgroupRules
+	s.CgroupParent = hc.CgroupParent
+	s.CPUShares = hc.CPUShares
+	s.CPUQuota = hc.CPUQuota
+	s.CPUPeriod = hc.CPUPeriod
+	s.CPUSet = hc.CpusetCpus
+	s.MemLimit = types.UnitBytes(hc.Memory)
+	if hc.MemorySwap > 0 {
+		s.MemSwapLimit = types.UnitBytes(hc.MemorySwap)
+	}
+	s.OomScoreAdj = int64(hc.OomScoreAdj)
+	if hc.LogConfig.Type != "" {
+		s.Logging = &types.LoggingConfig{Driver: hc.LogConfig.Type, Options: types.Options(hc.LogConfig.Config)}
+	}
+	s.Restart = types.RestartPolicyNo
+	// No depends_on: network_mode/ipc/pid "service:pod" already orders the
+	// services for Compose, and v1 rejects v2's depends_on `required` key.
+	return s
+}
+
+// joinMode turns "container:<infra id>" into Compose's "service:pod".
+func joinMode(mode, sandboxID string) string {
+	if sandboxID != "" && mode == "container:"+sandboxID {
+		return "service:" + InfraService
+	}
+	if mode == "shareable" || mode == "private" {
+		return "" // Compose's default for a service that others join
+	}
+	return mode
+}
+
+func bindVolume(b string) types.ServiceVolumeConfig {
+	parts := strings.SplitN(b, ":", 3)
+	v := types.ServiceVolumeConfig{Type: types.VolumeTypeBind, Source: parts[0]}
+	if len(parts) > 1 {
+		v.Target = parts[1]
+	}
+	if len(parts) > 2 {
+		for _, o := range strings.Split(parts[2], ",") {
+			switch o {
+			case "ro":
+				v.ReadOnly = true
+			case "rslave", "rshared", "rprivate", "slave", "shared", "private":
+				if o != "rprivate" {
+					v.Bind = &types.ServiceVolumeBind{Propagation: o}
+				}
+			}
+		}
+	}
+	return v
+}
+
+// userLabels are the labels a person put on the pod or container: the ones
+// cri-compose and Compose manage are left out of the file (Compose adds its
+// own when it runs it; ours only mean something to cri-compose).
+func userLabels(l map[string]string) types.Labels {
+	out := types.Labels{}
+	for k, v := range l {
+		if strings.HasPrefix(k, "com.docker.compose.") || strings.HasPrefix(k, "io.cri-compose.") {
+			continue
+		}
+		out[k] = v
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// ConfigHash is the com.docker.compose.config-hash of a service: a digest of
+// its rendered configuration, as Compose computes one to detect drift.
+func ConfigHash(s types.ServiceConfig) string {
+	b, _ := json.Marshal(s) // a ServiceConfig always marshals
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Project assembles a pod's compose project from its services. The pod
+// network is external: cri-compose owns it, not the project.
+func Project(name, network string, services ...types.ServiceConfig) *types.Project {
+	p := &types.Project{Name: name, Services: types.Services{}}
+	for _, s := range services {
+		p.Services[s.Name] = s
+	}
+	if network != "" {
+		p.Networks = types.Networks{network: types.NetworkConfig{Name: network, External: true}}
+	}
+	return p
+}
+
+// ComposeYAML renders a project as a compose file. The file has no `name`:
+// Compose v1 rejects the key, and both versions take the project name from
+// the folder, which is named after the project.
+func ComposeYAML(p *types.Project) ([]byte, error) {
+	unnamed := *p
+	unnamed.Name = ""
+	b, err := unnamed.MarshalYAML()
+	if err != nil {
+		return nil, fmt.Errorf("render compose file of %s: %w", p.Name, err)
+	}
+	return b, nil
+}
+
+// SetConfigHash stamps a spec with the config hash of the service it is.
+func (s *Spec) SetConfigHash() {
+	s.Config.Labels[LabelConfigHash] = ConfigHash(Service(s.Service, s.Config, s.HostConfig))
+}
+

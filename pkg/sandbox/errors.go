@@ -1,0 +1,7 @@
+package sandbox
+
+import "errors"
+
+// ErrInvalid marks a request that cannot be mapped: missing metadata, a bad
+// name or path, absurd resources. pkg/cri answers it with InvalidArgument.
+var ErrInvalid = errors.New("invalid argument")

@@ -1,0 +1,42 @@
+package sandbox
+
+import (
+	"path/filepath"
+
+	"github.com/moby/moby/api/types/container"
+)
+
+// Host is what the mapping needs to know about the node: the runtime's
+// settings and the host's real limits (shared/notes/machine.md), gathered
+// once by pkg/cri.
+type Host struct {
+	Network    string // bridge network every pod joins
+	InfraImage string // image of the infra (pause) container
+	StateDir   string // cri-compose's state dir; projects live below it
+
+	// Capabilities is the host's capability bounding set ("CAP_CHOWN", …);
+	// nil means unknown, and nothing is clamped.
+	Capabilities []string
+	// FullPrivileged says the engine can really run --privileged here;
+	// otherwise privileged is emulated with the capabilities the host has.
+	FullPrivileged bool
+	// NegativeOOMScoreAdj says runc may set a negative oom_score_adj here
+	// (needs CAP_SYS_RESOURCE in the bounding set).
+	NegativeOOMScoreAdj bool
+	// AppArmor says the host has AppArmor enabled.
+	AppArmor bool
+
+	// LogConfig is the engine log driver for CRI containers: the pump
+	// resumes from it after a restart, so it must support reading.
+	LogConfig container.LogConfig
+}
+
+// ProjectDir is the working directory of a project's compose file.
+func (h Host) ProjectDir(project string) string {
+	return filepath.Join(h.StateDir, "projects", project)
+}
+
+// ComposeFile is the path of a project's compose file.
+func (h Host) ComposeFile(project string) string {
+	return filepath.Join(h.ProjectDir(project), "compose.yaml")
+}

@@ -1,0 +1,584 @@
+package sandbox
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Spec is everything the engine needs to create one container.
+type Spec struct {
+	Name       string
+	Project    string
+	Service    string
+	Config     *container.Config
+	HostConfig *container.HostConfig
+	Networking *network.NetworkingConfig
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// ValidateSandbox checks what RunPodSandbox needs before anything is created.
+func ValidateSandbox(cfg *runtime.PodSandboxConfig) error {
+	md := cfg.GetMetadata()
+	switch {
+	case cfg == nil:
+		return invalid("pod sandbox config is required")
+	case md == nil:
+		return invalid("pod sandbox metadata is required")
+	case md.GetName() == "":
+		return invalid("pod sandbox metadata.name is required")
+	case md.GetNamespace() == "":
+		return invalid("pod sandbox metadata.namespace is required")
+	case md.GetUid() == "":
+		return invalid("pod sandbox metadata.uid is required")
+	}
+	if d := cfg.GetLogDirectory(); d != "" && !filepath.IsAbs(d) {
+		return invalid("log_directory %q must be an absolute path", d)
+	}
+	return nil
+}
+
+// SandboxSpec maps a pod sandbox to its infra container: it owns the pod's
+// network, IPC and UTS namespaces (and PID when the pod shares one).
+func SandboxSpec(cfg *runtime.PodSandboxConfig, h Host) (*Spec, error) {
+	if err := ValidateSandbox(cfg); err != nil {
+		return nil, err
+	}
+	md := cfg.GetMetadata()
+	project := ProjectName(md)
+	raw, err := marshalConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	labels := composeLabels(project, InfraService, h.ProjectDir(project), h.ComposeFile(project))
+	labels[LabelType] = TypeSandbox
+	labels[LabelConfig] = raw
+	labels[LabelPodName] = md.GetName()
+	labels[LabelPodNamespace] = md.GetNamespace()
+	labels[LabelPodUID] = md.GetUid()
+	labels[LabelContainerName] = "POD"
+
+	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	hostNet := nsOpts.GetNetwork() == runtime.NamespaceMode_NODE
+	cc := &container.Config{
+		Image:    h.InfraImage,
+		Hostname: cfg.GetHostname(),
+		Labels:   labels,
+	}
+	hc := &container.HostConfig{
+		NetworkMode:   container.NetworkMode(h.Network),
+		IpcMode:       "shareable",
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		// The pause container writes nothing worth keeping.
+		LogConfig: container.LogConfig{Type: "none"},
+		Sysctls:   cfg.GetLinux().GetSysctls(),
+	}
+	if hostNet {
+		hc.NetworkMode = "host"
+	}
+	if nsOpts.GetIpc() == runtime.NamespaceMode_NODE {
+		hc.IpcMode = "host"
+	}
+	if nsOpts.GetPid() == runtime.NamespaceMode_NODE {
+		hc.PidMode = "host"
+	}
+	if p := cfg.GetLinux().GetCgroupParent(); p != "" {
+		hc.CgroupParent = p
+	}
+	sc := cfg.GetLinux().GetSecurityContext()
+	hc.ReadonlyRootfs = sc.GetReadonlyRootfs()
+	if err := dnsConfig(cfg.GetDnsConfig(), hc); err != nil {
+		return nil, err
+	}
+	if !hostNet {
+		if err := portMappings(cfg.GetPortMappings(), cc, hc); err != nil {
+			return nil, err
+		}
+	}
+	var nc *network.NetworkingConfig
+	if !hostNet {
+		nc = &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			h.Network: {Aliases: aliases(project, cfg.GetHostname())},
+		}}
+	}
+	return &Spec{
+		Name: ContainerName(project, InfraService, md.GetAttempt()), Project: project, Service: InfraService,
+		Config: cc, HostConfig: hc, Networking: nc,
+	}, nil
+}
+
+func aliases(project, hostname string) []string {
+	if hostname == "" {
+		return []string{project}
+	}
+	return []string{project, hostname}
+}
+
+func dnsConfig(d *runtime.DNSConfig, hc *container.HostConfig) error {
+	for _, s := range d.GetServers() {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return invalid("dns server %q: %v", s, err)
+		}
+		hc.DNS = append(hc.DNS, a)
+	}
+	hc.DNSSearch = d.GetSearches()
+	hc.DNSOptions = d.GetOptions()
+	return nil
+}
+
+func portMappings(pms []*runtime.PortMapping, cc *container.Config, hc *container.HostConfig) error {
+	for _, pm := range pms {
+		proto := "tcp"
+		switch pm.GetProtocol() {
+		case runtime.Protocol_UDP:
+			proto = "udp"
+		case runtime.Protocol_SCTP:
+			proto = "sctp"
+		}
+		if pm.GetContainerPort() <= 0 || pm.GetContainerPort() > 65535 {
+			return invalid("container port %d out of range", pm.GetContainerPort())
+		}
+		if pm.GetHostPort() < 0 || pm.GetHostPort() > 65535 {
+			return invalid("host port %d out of range", pm.GetHostPort())
+		}
+		port, err := network.ParsePort(fmt.Sprintf("%d/%s", pm.GetContainerPort(), proto))
+		if err != nil {
+			return invalid("port mapping: %v", err)
+		}
+		if cc.ExposedPorts == nil {
+			cc.ExposedPorts = network.PortSet{}
+		}
+		cc.ExposedPorts[port] = struct{}{}
+		if pm.GetHostPort() == 0 {
+			continue // exposed in the pod, not on the host
+		}
+		b := network.PortBinding{HostPort: strconv.Itoa(int(pm.GetHostPort()))}
+		if ip := pm.GetHostIp(); ip != "" {
+			a, err := netip.ParseAddr(ip)
+			if err != nil {
+				return invalid("host ip %q: %v", ip, err)
+			}
+			b.HostIP = a
+		}
+		if hc.PortBindings == nil {
+			hc.PortBindings = network.PortMap{}
+		}
+		hc.PortBindings[port] = append(hc.PortBindings[port], b)
+	}
+	return nil
+}
+
+// ContainerInput is what CreateContainer knows once it has looked things up.
+type ContainerInput struct {
+	SandboxID string
+	Sandbox   *runtime.PodSandboxConfig
+	Config    *runtime.ContainerConfig
+	ImageID   string // the engine's image id the container is pinned to
+	ImageRef  string // the image as requested, normalized
+	// SeccompProfile holds a localhost seccomp profile's JSON, read by the
+	// caller (this package does no I/O).
+	SeccompProfile []byte
+}
+
+// ValidateContainer checks a CreateContainer request.
+func ValidateContainer(cfg *runtime.ContainerConfig) error {
+	switch {
+	case cfg == nil:
+		return invalid("container config is required")
+	case cfg.GetMetadata() == nil:
+		return invalid("container metadata is required")
+	case cfg.GetMetadata().GetName() == "":
+		return invalid("container metadata.name is required")
+	case cfg.GetImage().GetImage() == "":
+		return invalid("container image is required")
+	}
+	return nil
+}
+
+// LogPath is the absolute CRI log path of a container, or "" when the pod
+// has no log directory. The path can never leave the log directory.
+func LogPath(sb *runtime.PodSandboxConfig, cfg *runtime.ContainerConfig) (string, error) {
+	dir, rel := sb.GetLogDirectory(), cfg.GetLogPath()
+	if dir == "" || rel == "" {
+		return "", nil
+	}
+	if filepath.IsAbs(rel) {
+		return "", invalid("log_path %q must be relative to the log directory", rel)
+	}
+	p := filepath.Join(dir, rel)
+	if r, err := filepath.Rel(dir, p); err != nil || r == "." || r == ".." || strings.HasPrefix(r, "../") {
+		return "", invalid("log_path %q leaves the log directory %q", rel, dir)
+	}
+	return p, nil
+}
+
+// ContainerSpec maps a CRI container to a service of its pod's project whose
+// container joins the infra container's namespaces.
+func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
+	cfg := in.Config
+	if err := ValidateContainer(cfg); err != nil {
+		return nil, err
+	}
+	if err := ValidateSandbox(in.Sandbox); err != nil {
+		return nil, err
+	}
+	logPath, err := LogPath(in.Sandbox, cfg)
+	if err != nil {
+		return nil, err
+	}
+	md, smd := cfg.GetMetadata(), in.Sandbox.GetMetadata()
+	project := ProjectName(smd)
+	service := ServiceName(md.GetName())
+	raw, err := marshalConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	labels := composeLabels(project, service, h.ProjectDir(project), h.ComposeFile(project))
+	labels[LabelDependsOn] = InfraService + ":service_started:false"
+	// CRI labels first, so none of them can overwrite ours.
+	for k, v := range cfg.GetLabels() {
+		if _, taken := labels[k]; !taken {
+			labels[k] = v
+		}
+	}
+	labels[LabelType] = TypeContainer
+	labels[LabelSandboxID] = in.SandboxID
+	labels[LabelConfig] = raw
+	labels[LabelImage] = in.ImageRef
+	labels[LabelPodName] = smd.GetName()
+	labels[LabelPodNamespace] = smd.GetNamespace()
+	labels[LabelPodUID] = smd.GetUid()
+	labels[LabelContainerName] = md.GetName()
+	if logPath != "" {
+		labels[LabelLogPath] = logPath
+	}
+
+	cc := &container.Config{
+		Image:      in.ImageID,
+		Entrypoint: cfg.GetCommand(),
+		Cmd:        cfg.GetArgs(),
+		WorkingDir: cfg.GetWorkingDir(),
+		Tty:        cfg.GetTty(),
+		OpenStdin:  cfg.GetStdin(),
+		StdinOnce:  cfg.GetStdinOnce(),
+		Labels:     labels,
+	}
+	for _, kv := range cfg.GetEnvs() {
+		if kv.GetKey() == "" {
+			return nil, invalid("environment variable with an empty name")
+		}
+		cc.Env = append(cc.Env, kv.GetKey()+"="+string(kv.GetValue()))
+	}
+	infra := "container:" + in.SandboxID
+	hc := &container.HostConfig{
+		NetworkMode:   container.NetworkMode(infra),
+		IpcMode:       container.IpcMode(infra),
+		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
+		LogConfig:     h.LogConfig,
+	}
+	if hc.LogConfig.Type == "" {
+		hc.LogConfig = container.LogConfig{Type: "local", Config: map[string]string{"max-size": "4m", "max-file": "2"}}
+	}
+	sbNS := in.Sandbox.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	if sbNS.GetIpc() == runtime.NamespaceMode_NODE {
+		hc.IpcMode = "host"
+	}
+	ns := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	switch ns.GetPid() {
+	case runtime.NamespaceMode_POD:
+		hc.PidMode = container.PidMode(infra)
+	case runtime.NamespaceMode_NODE:
+		hc.PidMode = "host"
+	case runtime.NamespaceMode_TARGET:
+		if ns.GetTargetId() == "" {
+			return nil, invalid("pid namespace TARGET needs a target_id")
+		}
+		hc.PidMode = container.PidMode("container:" + ns.GetTargetId())
+	}
+	if p := in.Sandbox.GetLinux().GetCgroupParent(); p != "" {
+		hc.CgroupParent = p
+	}
+	if err := mounts(cfg.GetMounts(), hc); err != nil {
+		return nil, err
+	}
+	for _, d := range cfg.GetDevices() {
+		if d.GetHostPath() == "" || d.GetContainerPath() == "" {
+			return nil, invalid("device needs host_path and container_path")
+		}
+		perms := d.GetPermissions()
+		if perms == "" {
+			perms = "rwm"
+		}
+		hc.Devices = append(hc.Devices, container.DeviceMapping{PathOnHost: d.GetHostPath(), PathInContainer: d.GetContainerPath(), CgroupPermissions: perms})
+	}
+	if err := resources(cfg.GetLinux().GetResources(), hc, h); err != nil {
+		return nil, err
+	}
+	if err := security(in, cc, hc, h); err != nil {
+		return nil, err
+	}
+	return &Spec{
+		Name: ContainerName(project, service, md.GetAttempt()), Project: project, Service: service,
+		Config: cc, HostConfig: hc,
+	}, nil
+}
+
+func mounts(ms []*runtime.Mount, hc *container.HostConfig) error {
+	for _, m := range ms {
+		src, dst := m.GetHostPath(), m.GetContainerPath()
+		if src == "" || dst == "" {
+			return invalid("mount needs host_path and container_path")
+		}
+		if !filepath.IsAbs(dst) {
+			return invalid("mount container_path %q must be absolute", dst)
+		}
+		if strings.Contains(src, ":") || strings.Contains(dst, ":") {
+			return invalid("mount paths may not contain ':' (%q -> %q)", src, dst)
+		}
+		opts := []string{}
+		if m.GetReadonly() {
+			opts = append(opts, "ro")
+		}
+		switch m.GetPropagation() {
+		case runtime.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
+			opts = append(opts, "rslave")
+		case runtime.MountPropagation_PROPAGATION_BIDIRECTIONAL:
+			opts = append(opts, "rshared")
+		default:
+			opts = append(opts, "rprivate")
+		}
+		// Binds (not Mounts) so that a missing host directory is created, as
+		// containerd's CRI plugin does.
+		hc.Binds = append(hc.Binds, src+":"+dst+":"+strings.Join(opts, ","))
+	}
+	return nil
+}
+
+const minMemory = 6 << 20 // the engine refuses less
+
+func resources(r *runtime.LinuxContainerResources, hc *container.HostConfig, h Host) error {
+	if r == nil {
+		return nil
+	}
+	switch q := r.GetCpuQuota(); {
+	case q < -1:
+		return invalid("cpu_quota %d is negative", q)
+	case q > 0 && q < 1000:
+		return invalid("cpu_quota %d is below the 1ms minimum", q)
+	}
+	if p := r.GetCpuPeriod(); p != 0 && (p < 1000 || p > 1000000) {
+		return invalid("cpu_period %d is outside 1000..1000000", p)
+	}
+	if s := r.GetCpuShares(); s < 0 || s > 262144 {
+		return invalid("cpu_shares %d is outside 0..262144", s)
+	}
+	if m := r.GetMemoryLimitInBytes(); m < 0 || (m > 0 && m < minMemory) {
+		return invalid("memory_limit_in_bytes %d: the minimum is %d", m, minMemory)
+	}
+	if m := r.GetMemorySwapLimitInBytes(); m < -1 {
+		return invalid("memory_swap_limit_in_bytes %d is negative", m)
+	}
+	o := r.GetOomScoreAdj()
+	if o < -1000 || o > 1000 {
+		return invalid("oom_score_adj %d is outside -1000..1000", o)
+	}
+	if o < 0 && !h.NegativeOOMScoreAdj {
+		// runc cannot lower it without CAP_SYS_RESOURCE (machine.md).
+		o = 0
+	}
+	hc.CPUPeriod = r.GetCpuPeriod()
+	hc.CPUQuota = r.GetCpuQuota()
+	hc.CPUShares = r.GetCpuShares()
+	hc.Memory = r.GetMemoryLimitInBytes()
+	if hc.Memory > 0 {
+		hc.MemorySwap = r.GetMemorySwapLimitInBytes()
+		if hc.MemorySwap != 0 && hc.MemorySwap != -1 && hc.MemorySwap < hc.Memory {
+			return invalid("memory_swap_limit_in_bytes %d is below memory_limit_in_bytes %d", hc.MemorySwap, hc.Memory)
+		}
+	}
+	hc.CpusetCpus = r.GetCpusetCpus()
+	hc.CpusetMems = r.GetCpusetMems()
+	hc.OomScoreAdj = int(o)
+	return nil
+}
+
+// normalizeCap turns "net_admin" or "NET_ADMIN" into "CAP_NET_ADMIN".
+func normalizeCap(c string) string {
+	c = strings.ToUpper(c)
+	if c == "ALL" || strings.HasPrefix(c, "CAP_") {
+		return c
+	}
+	return "CAP_" + c
+}
+
+// clampCaps keeps the capabilities the host has, expanding ALL to them.
+func clampCaps(caps []string, h Host) []string {
+	var out []string
+	have := map[string]bool{}
+	for _, c := range h.Capabilities {
+		have[c] = true
+	}
+	for _, c := range caps {
+		c = normalizeCap(c)
+		switch {
+		case c == "ALL" && h.Capabilities != nil:
+			out = append(out, h.Capabilities...)
+		case h.Capabilities == nil || c == "ALL" || have[c]:
+			out = append(out, c)
+		}
+	}
+	sort.Strings(out)
+	return dedup(out)
+}
+
+func dedup(s []string) []string {
+	var out []string
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func security(in ContainerInput, cc *container.Config, hc *container.HostConfig, h Host) error {
+	sc := in.Config.GetLinux().GetSecurityContext()
+	if sc == nil {
+		return nil
+	}
+	if sc.GetPrivileged() && !in.Sandbox.GetLinux().GetSecurityContext().GetPrivileged() {
+		return invalid("privileged container in a sandbox that is not privileged")
+	}
+	user := ""
+	switch {
+	case sc.GetRunAsUser() != nil:
+		user = strconv.FormatInt(sc.GetRunAsUser().GetValue(), 10)
+	case sc.GetRunAsUsername() != "":
+		user = sc.GetRunAsUsername()
+	}
+	if g := sc.GetRunAsGroup(); g != nil {
+		if user == "" {
+			return invalid("run_as_group needs run_as_user or run_as_username")
+		}
+		user += ":" + strconv.FormatInt(g.GetValue(), 10)
+	}
+	cc.User = user
+	for _, g := range sc.GetSupplementalGroups() {
+		hc.GroupAdd = append(hc.GroupAdd, strconv.FormatInt(g, 10))
+	}
+	hc.ReadonlyRootfs = sc.GetReadonlyRootfs()
+	if sc.GetNoNewPrivs() {
+		hc.SecurityOpt = append(hc.SecurityOpt, "no-new-privileges:true")
+	}
+	// Masked and read-only paths: nil keeps the engine's defaults, an empty
+	// list (what kubelet sends for privileged or Unmasked) means none.
+	if mp := sc.GetMaskedPaths(); mp != nil {
+		hc.MaskedPaths = mp
+	}
+	if rp := sc.GetReadonlyPaths(); rp != nil {
+		hc.ReadonlyPaths = rp
+	}
+	if err := seccomp(sc, in.SeccompProfile, hc); err != nil {
+		return err
+	}
+	if err := apparmor(sc, hc, h); err != nil {
+		return err
+	}
+	if sc.GetPrivileged() {
+		privileged(hc, h)
+		return nil
+	}
+	hc.CapAdd = clampCaps(sc.GetCapabilities().GetAddCapabilities(), h)
+	for _, c := range sc.GetCapabilities().GetDropCapabilities() {
+		hc.CapDrop = append(hc.CapDrop, normalizeCap(c))
+	}
+	if len(sc.GetCapabilities().GetAddAmbientCapabilities()) > 0 {
+		return invalid("ambient capabilities are not supported by the Docker Engine")
+	}
+	return nil
+}
+
+// privileged runs the container privileged where the engine can; where the
+// host's bounding set lacks capabilities, `--privileged` fails in runc, so
+// it is emulated: every capability the host has, no seccomp or AppArmor
+// confinement, nothing masked or read-only.
+func privileged(hc *container.HostConfig, h Host) {
+	hc.MaskedPaths = []string{}
+	hc.ReadonlyPaths = []string{}
+	if h.FullPrivileged || h.Capabilities == nil {
+		hc.Privileged = true
+		return
+	}
+	hc.CapAdd = append([]string(nil), h.Capabilities...)
+	hc.SecurityOpt = append(hc.SecurityOpt, "seccomp=unconfined")
+	if h.AppArmor {
+		hc.SecurityOpt = append(hc.SecurityOpt, "apparmor=unconfined")
+	}
+	// Device cgroup access to every device, as privileged has.
+	hc.DeviceCgroupRules = []string{"a *:* rwm"}
+}
+
+func seccomp(sc *runtime.LinuxContainerSecurityContext, profile []byte, hc *container.HostConfig) error {
+	p := sc.GetSeccomp()
+	switch {
+	case p != nil && p.GetProfileType() == runtime.SecurityProfile_Unconfined,
+		p == nil && sc.GetSeccompProfilePath() == "unconfined":
+		hc.SecurityOpt = append(hc.SecurityOpt, "seccomp=unconfined")
+	case p != nil && p.GetProfileType() == runtime.SecurityProfile_Localhost,
+		p == nil && strings.HasPrefix(sc.GetSeccompProfilePath(), "localhost/"):
+		if len(profile) == 0 {
+			return invalid("localhost seccomp profile is empty or was not read")
+		}
+		hc.SecurityOpt = append(hc.SecurityOpt, "seccomp="+string(profile))
+	}
+	return nil
+}
+
+// SeccompProfilePath is the localhost profile file a request names, if any,
+// for the caller to read.
+func SeccompProfilePath(cfg *runtime.ContainerConfig) string {
+	sc := cfg.GetLinux().GetSecurityContext()
+	if p := sc.GetSeccomp(); p != nil {
+		if p.GetProfileType() == runtime.SecurityProfile_Localhost {
+			return p.GetLocalhostRef()
+		}
+		return ""
+	}
+	return strings.TrimPrefix(sc.GetSeccompProfilePath(), "localhost/")
+}
+
+func apparmor(sc *runtime.LinuxContainerSecurityContext, hc *container.HostConfig, h Host) error {
+	p := sc.GetApparmor()
+	name := ""
+	switch {
+	case p != nil && p.GetProfileType() == runtime.SecurityProfile_Unconfined,
+		p == nil && sc.GetApparmorProfile() == "unconfined":
+		name = "unconfined"
+	case p != nil && p.GetProfileType() == runtime.SecurityProfile_Localhost:
+		name = p.GetLocalhostRef()
+	case p == nil && strings.HasPrefix(sc.GetApparmorProfile(), "localhost/"):
+		name = strings.TrimPrefix(sc.GetApparmorProfile(), "localhost/")
+	}
+	if name == "" {
+		return nil
+	}
+	if !h.AppArmor {
+		if name == "unconfined" {
+			return nil // nothing confines it anyway
+		}
+		return invalid("apparmor profile %q requested but AppArmor is not enabled on this host", name)
+	}
+	hc.SecurityOpt = append(hc.SecurityOpt, "apparmor="+name)
+	return nil
+}
