@@ -1,0 +1,177 @@
+// Command cri-compose serves the CRI (RuntimeService and ImageService) on a
+// unix socket and runs every pod sandbox as a Docker Compose project on a
+// Docker Engine.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cri-compose/cri-compose/pkg/cri"
+	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+)
+
+// fileConfig is the optional YAML config file; flags given on the command
+// line win over it.
+type fileConfig struct {
+	Listen          string              `json:"listen"`
+	SocketGroup     string              `json:"socketGroup"`
+	DockerHost      string              `json:"dockerHost"`
+	StateDir        string              `json:"stateDir"`
+	Network         string              `json:"network"`
+	NetworkSubnet   string              `json:"networkSubnet"`
+	PodInfraImage   string              `json:"podInfraImage"`
+	RegistryMirrors map[string][]string `json:"registryMirrors"`
+	LogLevel        *int                `json:"logLevel"`
+}
+
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, " ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func main() {
+	if err := run(); err != nil {
+		klog.ErrorS(err, "cri-compose failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		fc      fileConfig
+		mirrors stringList
+		cfgFile string
+	)
+	fs := flag.NewFlagSet("cri-compose", flag.ExitOnError)
+	klog.InitFlags(fs)
+	fs.StringVar(&cfgFile, "config", "", "YAML config file (flags given on the command line override it)")
+	fs.StringVar(&fc.Listen, "listen", "unix:///run/cri-compose/cri-compose.sock", "CRI socket to serve")
+	fs.StringVar(&fc.SocketGroup, "socket-group", "", "group owning the CRI socket (mode 0660)")
+	fs.StringVar(&fc.DockerHost, "docker-host", "", "Docker Engine endpoint (default: $DOCKER_HOST or the local socket)")
+	fs.StringVar(&fc.StateDir, "state-dir", "/var/lib/cri-compose", "folder for compose files and other derived state")
+	fs.StringVar(&fc.Network, "network", "cri-compose", "bridge network every pod joins (created if missing)")
+	fs.StringVar(&fc.NetworkSubnet, "network-subnet", "", "subnet of the pod network when it is created (default: the engine picks)")
+	fs.StringVar(&fc.PodInfraImage, "pod-infra-image", "", "infra (pause) image (default: the built-in one, loaded into the engine)")
+	fs.Var(&mirrors, "registry-mirror", "registry mirror as host=endpoint[,endpoint…], e.g. registry.k8s.io=http://127.0.0.1:5000 (repeatable)")
+	version := fs.Bool("version", false, "print the version and exit")
+	_ = fs.Parse(os.Args[1:])
+	if *version {
+		fmt.Println("cri-compose", cri.Version)
+		return nil
+	}
+	if cfgFile != "" {
+		if err := mergeFile(fs, cfgFile, &fc); err != nil {
+			return err
+		}
+	}
+	m, err := cri.ParseMirrors(mirrors)
+	if err != nil {
+		return fmt.Errorf("--registry-mirror: %w", err)
+	}
+	for host, eps := range fc.RegistryMirrors {
+		if _, set := m[host]; !set {
+			m[host] = eps
+		}
+	}
+	if err := m.Validate(); err != nil {
+		return fmt.Errorf("registry mirrors: %w", err)
+	}
+	var subnet netip.Prefix
+	if fc.NetworkSubnet != "" {
+		if subnet, err = netip.ParsePrefix(fc.NetworkSubnet); err != nil {
+			return fmt.Errorf("--network-subnet: %w", err)
+		}
+	}
+
+	d, err := dockerapi.New(fc.DockerHost)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	srv := cri.NewServer(cri.Config{
+		StateDir: fc.StateDir, Network: fc.Network, NetworkSubnet: subnet,
+		PodInfraImage: fc.PodInfraImage, Mirrors: m,
+	}, d)
+
+	l, err := cri.Listen(fc.Listen, fc.SocketGroup)
+	if err != nil {
+		return err
+	}
+	g := grpc.NewServer()
+	srv.Register(g)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	runDone := make(chan struct{})
+	runCtx, cancelRun := context.WithCancel(context.Background())
+	go func() { srv.Run(runCtx); close(runDone) }()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- g.Serve(l) }()
+	klog.InfoS("Serving CRI", "socket", fc.Listen, "engine", d.Host(), "stateDir", fc.StateDir, "version", cri.Version)
+
+	select {
+	case <-ctx.Done():
+		klog.InfoS("Shutting down; pods keep running")
+	case err = <-serveErr:
+	}
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		g.Stop()
+	}
+	cancelRun()
+	<-runDone
+	if errors.Is(err, grpc.ErrServerStopped) {
+		err = nil
+	}
+	return err
+}
+
+// mergeFile fills fc from the YAML file for every setting not given as a
+// flag, and applies the file's logLevel unless -v was given.
+func mergeFile(fs *flag.FlagSet, path string, fc *fileConfig) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var file fileConfig
+	if err := yaml.UnmarshalStrict(b, &file); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	pick := func(name string, dst *string, v string) {
+		if !set[name] && v != "" {
+			*dst = v
+		}
+	}
+	pick("listen", &fc.Listen, file.Listen)
+	pick("socket-group", &fc.SocketGroup, file.SocketGroup)
+	pick("docker-host", &fc.DockerHost, file.DockerHost)
+	pick("state-dir", &fc.StateDir, file.StateDir)
+	pick("network", &fc.Network, file.Network)
+	pick("network-subnet", &fc.NetworkSubnet, file.NetworkSubnet)
+	pick("pod-infra-image", &fc.PodInfraImage, file.PodInfraImage)
+	fc.RegistryMirrors = file.RegistryMirrors
+	if file.LogLevel != nil && !set["v"] {
+		_ = fs.Set("v", fmt.Sprint(*file.LogLevel))
+	}
+	return nil
+}

@@ -1,0 +1,62 @@
+package cri
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/cri-compose/cri-compose/pkg/sandbox"
+)
+
+var projectFileMu sync.Mutex
+
+// writeProject renders a pod's compose file from the store and replaces the
+// old one atomically, so `docker compose` (v2, and v1 run in that folder)
+// always reads a whole file naming every service.
+func (s *Server) writeProject(sandboxID string) error {
+	sb, err := s.store.sandbox(sandboxID)
+	if err != nil {
+		return err
+	}
+	services := []types.ServiceConfig{sb.Service}
+	for _, c := range s.store.containersOf(sb.ID) {
+		services = append(services, c.ServiceCfg)
+	}
+	network := ""
+	if sb.Service.NetworkMode != "host" {
+		network = s.cfg.Network
+	}
+	b, err := sandbox.ComposeYAML(sandbox.Project(sb.Project, network, services...))
+	if err != nil {
+		return err
+	}
+	h := s.hostInfo()
+	path := h.ComposeFile(sb.Project)
+	projectFileMu.Lock()
+	defer projectFileMu.Unlock()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("project folder of %s: %w", sb.Project, err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("write compose file of %s: %w", sb.Project, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write compose file of %s: %w", sb.Project, err)
+	}
+	return nil
+}
+
+// removeProject deletes a pod's project folder.
+func (s *Server) removeProject(project string) error {
+	if project == "" {
+		return nil
+	}
+	if err := os.RemoveAll(s.hostInfo().ProjectDir(project)); err != nil {
+		return fmt.Errorf("remove project folder of %s: %w", project, err)
+	}
+	return nil
+}

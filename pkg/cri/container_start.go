@@ -1,0 +1,32 @@
+package cri
+
+import (
+	"context"
+	"fmt"
+
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// StartContainer starts a created container and its log pump.
+func (s *Server) StartContainer(ctx context.Context, r *runtime.StartContainerRequest) (*runtime.StartContainerResponse, error) {
+	c, err := s.store.container(r.GetContainerId())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	if c.State != runtime.ContainerState_CONTAINER_CREATED {
+		return nil, grpcError(fmt.Errorf("start container %s: it is %s, not created: %w", c.ID, c.State, errPrecondition))
+	}
+	startErr := s.docker.ContainerStart(ctx, c.ID)
+	if err := s.store.refresh(ctx, c.ID); err != nil && startErr == nil {
+		return nil, grpcError(err)
+	}
+	if startErr != nil {
+		return nil, grpcError(fmt.Errorf("start container %s: %w", c.ID, startErr))
+	}
+	// The engine keeps the output (local driver) until the pump reads it, so
+	// starting the pump after the container loses nothing.
+	if c, err = s.store.container(c.ID); err == nil {
+		s.ensurePump(ctx, c)
+	}
+	return &runtime.StartContainerResponse{}, nil
+}

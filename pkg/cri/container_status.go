@@ -1,0 +1,58 @@
+package cri
+
+import (
+	"context"
+	"encoding/json"
+
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ContainerStatus answers from the store.
+func (s *Server) ContainerStatus(ctx context.Context, r *runtime.ContainerStatusRequest) (*runtime.ContainerStatusResponse, error) {
+	c, err := s.store.container(r.GetContainerId())
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	resp := &runtime.ContainerStatusResponse{Status: containerStatus(c)}
+	if r.GetVerbose() {
+		info, _ := json.Marshal(map[string]any{
+			"sandboxID":   c.SandboxID,
+			"pid":         c.Pid,
+			"project":     c.Project,
+			"service":     c.Service,
+			"config":      c.Config,
+			"runtimeSpec": c.ServiceCfg,
+		})
+		resp.Info = map[string]string{"info": string(info)}
+	}
+	return resp, nil
+}
+
+func containerStatus(c containerRec) *runtime.ContainerStatus {
+	cfg := c.Config
+	st := &runtime.ContainerStatus{
+		Id:          c.ID,
+		Metadata:    cfg.GetMetadata(),
+		State:       c.State,
+		CreatedAt:   c.CreatedAt,
+		StartedAt:   c.StartedAt,
+		FinishedAt:  c.FinishedAt,
+		ExitCode:    c.ExitCode,
+		Image:       &runtime.ImageSpec{Image: c.Image, Annotations: cfg.GetImage().GetAnnotations(), UserSpecifiedImage: cfg.GetImage().GetImage()},
+		ImageRef:    c.ImageID,
+		ImageId:     c.ImageID,
+		Reason:      c.Reason,
+		Message:     c.Message,
+		Labels:      cfg.GetLabels(),
+		Annotations: cfg.GetAnnotations(),
+		Mounts:      cfg.GetMounts(),
+		LogPath:     c.LogPath,
+	}
+	if c.State != runtime.ContainerState_CONTAINER_EXITED {
+		st.ExitCode, st.Reason, st.FinishedAt = 0, "", 0
+	}
+	if r := cfg.GetLinux().GetResources(); r != nil {
+		st.Resources = &runtime.ContainerResources{Linux: r}
+	}
+	return st
+}

@@ -1,0 +1,88 @@
+package cri
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	"k8s.io/klog/v2"
+
+	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+	"github.com/cri-compose/cri-compose/pkg/sandbox"
+)
+
+// resync runs when the engine stream (re)connects: prepare the engine,
+// rebuild the store from it, restart log pumps and rewrite compose files.
+// This is also the whole of restart recovery: the engine is the database.
+func (s *Server) resync(ctx context.Context) {
+	if !s.events.Connected() {
+		s.unprepare() // first Resync of a subscription comes before the stream
+		if _, err := s.docker.Ping(ctx); err != nil {
+			return
+		}
+	}
+	if err := s.prepare(ctx); err != nil {
+		klog.ErrorS(err, "Engine answers but cannot be prepared for pods")
+	}
+	if err := s.store.resync(ctx); err != nil {
+		klog.ErrorS(err, "Resync with the engine was incomplete")
+	}
+	for _, c := range s.store.listContainers() {
+		s.ensurePump(ctx, c)
+	}
+	s.sweepProjects(ctx)
+	klog.V(1).InfoS("Resynced with the engine", "sandboxes", len(s.store.listSandboxes()), "containers", len(s.store.listContainers()))
+}
+
+// handleEvent applies one engine event to the store.
+func (s *Server) handleEvent(ctx context.Context, ev dockerapi.Event) {
+	if ev.Attributes[sandbox.LabelType] == "" {
+		return // not ours
+	}
+	switch ev.Action {
+	case "create", "start", "die", "destroy", "oom", "pause", "unpause", "rename", "update":
+	default:
+		return // exec_*, attach, kill, stop and friends change nothing CRI reports
+	}
+	if err := s.store.refresh(ctx, ev.ID); err != nil {
+		klog.V(2).InfoS("Refresh after engine event failed", "container", ev.ID, "action", ev.Action, "err", err)
+	}
+}
+
+// ensurePump keeps a log pump on a container that has one to feed.
+func (s *Server) ensurePump(ctx context.Context, c containerRec) {
+	if c.LogPath == "" || c.StartedAt == 0 { // never started: nothing to read yet
+		return
+	}
+	s.pumps.ensure(ctx, c.ID, c.LogPath, c.Tty, s.runningFn(c.ID))
+}
+
+func (s *Server) runningFn(id string) func(context.Context) bool {
+	return func(ctx context.Context) bool {
+		in, err := s.docker.ContainerInspect(ctx, id)
+		return err == nil && in.State != nil && in.State.Running
+	}
+}
+
+// sweepProjects rewrites the compose file of every pod and removes project
+// folders whose pod is gone (left by a crash between steps).
+func (s *Server) sweepProjects(ctx context.Context) {
+	live := map[string]bool{}
+	for _, sb := range s.store.listSandboxes() {
+		live[sb.Project] = true
+		if err := s.writeProject(sb.ID); err != nil {
+			klog.ErrorS(err, "Cannot write compose file", "project", sb.Project)
+		}
+	}
+	dir := filepath.Join(s.cfg.StateDir, "projects")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !live[e.Name()] {
+			klog.V(1).InfoS("Removing the folder of a project with no pod", "project", e.Name())
+			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package cri
+
+import (
+	"bufio"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/moby/moby/api/types/system"
+
+	"github.com/cri-compose/cri-compose/pkg/sandbox"
+)
+
+// capNames are the Linux capabilities by bit number.
+var capNames = []string{
+	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_FSETID", "CAP_KILL",
+	"CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE",
+	"CAP_NET_BROADCAST", "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_IPC_LOCK", "CAP_IPC_OWNER",
+	"CAP_SYS_MODULE", "CAP_SYS_RAWIO", "CAP_SYS_CHROOT", "CAP_SYS_PTRACE", "CAP_SYS_PACCT",
+	"CAP_SYS_ADMIN", "CAP_SYS_BOOT", "CAP_SYS_NICE", "CAP_SYS_RESOURCE", "CAP_SYS_TIME",
+	"CAP_SYS_TTY_CONFIG", "CAP_MKNOD", "CAP_LEASE", "CAP_AUDIT_WRITE", "CAP_AUDIT_CONTROL",
+	"CAP_SETFCAP", "CAP_MAC_OVERRIDE", "CAP_MAC_ADMIN", "CAP_SYSLOG", "CAP_WAKE_ALARM",
+	"CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE",
+}
+
+// hostFacts gathers what the mapping must respect about the engine's host
+// (shared/notes/machine.md): its capability bounding set, whether
+// privileged really works, and AppArmor. The bounding set is read here only
+// when the engine is local; for a remote engine nothing is clamped.
+func hostFacts(info system.Info, local bool) sandbox.Host {
+	var h sandbox.Host
+	for _, o := range info.SecurityOptions {
+		if strings.Contains(o, "name=apparmor") {
+			h.AppArmor = true
+		}
+	}
+	if !local {
+		h.FullPrivileged = true
+		h.NegativeOOMScoreAdj = true
+		return h
+	}
+	bnd, ok := capBound("/proc/self/status")
+	if !ok {
+		h.FullPrivileged = true
+		h.NegativeOOMScoreAdj = true
+		return h
+	}
+	last := lastCap()
+	h.FullPrivileged = true
+	for bit := 0; bit <= last && bit < len(capNames); bit++ {
+		if bnd&(1<<uint(bit)) != 0 {
+			h.Capabilities = append(h.Capabilities, capNames[bit])
+		} else {
+			h.FullPrivileged = false
+		}
+	}
+	h.NegativeOOMScoreAdj = bnd&(1<<24) != 0 // CAP_SYS_RESOURCE
+	return h
+}
+
+func capBound(path string) (uint64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "CapBnd:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// lastCap is the kernel's highest capability number.
+func lastCap() int {
+	b, err := os.ReadFile("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return len(capNames) - 1
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return len(capNames) - 1
+	}
+	return n
+}

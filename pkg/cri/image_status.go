@@ -1,0 +1,35 @@
+package cri
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ImageStatus reports the image a name, digest reference or image id names;
+// a missing image is a response without image, not an error. Verbose adds
+// the engine's inspect document as JSON under the info key "info".
+func (s *ImageService) ImageStatus(ctx context.Context, req *runtime.ImageStatusRequest) (*runtime.ImageStatusResponse, error) {
+	r, err := parseImageSpec(req.GetImage())
+	if err != nil {
+		return nil, grpcError(fmt.Errorf("image status: %w", err))
+	}
+	img, err := s.lookup(ctx, r)
+	if err != nil {
+		return nil, grpcError(fmt.Errorf("image status %q: %w", r.String(), err))
+	}
+	if img == nil {
+		return &runtime.ImageStatusResponse{}, nil
+	}
+	resp := &runtime.ImageStatusResponse{Image: inspectToCRIImage(img)}
+	if req.GetVerbose() {
+		b, err := json.Marshal(img)
+		if err != nil {
+			return nil, grpcError(fmt.Errorf("image status %q: encode info: %w", r.String(), err))
+		}
+		resp.Info = map[string]string{"info": string(b)}
+	}
+	return resp, nil
+}

@@ -1,0 +1,147 @@
+package cri
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/cri-compose/cri-compose/pkg/cri/crilog"
+	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+)
+
+// logPumps runs one pump per container: it follows the engine's log stream
+// and writes CRI-format lines to the container's log path, resuming after
+// the last line already written.
+type logPumps struct {
+	docker *dockerapi.Client
+
+	mu    sync.Mutex
+	pumps map[string]*pump
+	wg    sync.WaitGroup
+}
+
+type pump struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	w      *crilog.Writer
+}
+
+func newLogPumps(d *dockerapi.Client) *logPumps {
+	return &logPumps{docker: d, pumps: map[string]*pump{}}
+}
+
+// ensure starts a pump for the container unless one runs already. The pump
+// ends when the container has exited and its stream is drained.
+func (l *logPumps) ensure(ctx context.Context, id, path string, tty bool, running func(context.Context) bool) {
+	if path == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p, ok := l.pumps[id]; ok {
+		select {
+		case <-p.done:
+		default:
+			return
+		}
+	}
+	w, err := crilog.OpenWriter(path)
+	if err != nil {
+		klog.ErrorS(err, "Cannot open container log", "container", id, "path", path)
+		return
+	}
+	since, err := crilog.LastTimestamp(path)
+	if err != nil {
+		klog.InfoS("Log file has no readable last line; reading the engine's log from the start", "container", id, "err", err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p := &pump{cancel: cancel, done: make(chan struct{}), w: w}
+	l.pumps[id] = p
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer close(p.done)
+		defer w.Close()
+		src := func(ctx context.Context, since time.Time) (io.ReadCloser, error) {
+			return l.docker.ContainerLogs(ctx, id, since, true)
+		}
+		backoff := 100 * time.Millisecond
+		for {
+			last, err := crilog.Pump(ctx, w, src, tty, since)
+			since = last
+			if ctx.Err() != nil || dockerapi.IsNotFound(err) {
+				return
+			}
+			if err == nil && !running(ctx) {
+				return // the container exited and everything it wrote is in
+			}
+			if err != nil {
+				klog.V(2).InfoS("Log stream broke; resuming", "container", id, "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 5*time.Second)
+		}
+	}()
+}
+
+// drain waits (bounded) for a container's pump to finish, so an exit is
+// reported only once the container's last lines are in its log file.
+func (l *logPumps) drain(id string, timeout time.Duration) {
+	l.mu.Lock()
+	p, ok := l.pumps[id]
+	l.mu.Unlock()
+	if !ok {
+		return
+	}
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		klog.V(2).InfoS("Log pump still busy after the container exited", "container", id)
+	}
+}
+
+// stop ends a container's pump (on removal).
+func (l *logPumps) stop(id string) {
+	l.mu.Lock()
+	p, ok := l.pumps[id]
+	delete(l.pumps, id)
+	l.mu.Unlock()
+	if ok {
+		p.cancel()
+		<-p.done
+	}
+}
+
+// reopen makes a container's pump write to a new file at the same path
+// (kubelet renamed the old one away).
+func (l *logPumps) reopen(id string) (bool, error) {
+	l.mu.Lock()
+	p, ok := l.pumps[id]
+	l.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	select {
+	case <-p.done:
+		return false, nil
+	default:
+	}
+	return true, p.w.Reopen()
+}
+
+// close stops every pump (on shutdown); they resume on the next start.
+func (l *logPumps) close() {
+	l.mu.Lock()
+	for _, p := range l.pumps {
+		p.cancel()
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+}

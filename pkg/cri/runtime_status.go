@@ -1,0 +1,35 @@
+package cri
+
+import (
+	"context"
+	"encoding/json"
+
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Status reports the runtime ready when the engine answers and the network
+// ready when the pod network exists on it.
+func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime.StatusResponse, error) {
+	rt := &runtime.RuntimeCondition{Type: runtime.RuntimeReady, Status: true}
+	nw := &runtime.RuntimeCondition{Type: runtime.NetworkReady, Status: true}
+	if err := s.ready(ctx); err != nil {
+		rt.Status, rt.Reason, rt.Message = false, "EngineUnavailable", err.Error()
+		nw.Status, nw.Reason, nw.Message = false, "EngineUnavailable", "the pod network lives on the engine"
+	}
+	resp := &runtime.StatusResponse{Status: &runtime.RuntimeStatus{Conditions: []*runtime.RuntimeCondition{rt, nw}}}
+	if r.GetVerbose() {
+		h := s.hostInfo()
+		info, _ := json.Marshal(map[string]any{
+			"engine":              s.docker.Host(),
+			"apiVersion":          s.docker.APIVersion(),
+			"network":             s.cfg.Network,
+			"podInfraImage":       h.InfraImage,
+			"stateDir":            s.cfg.StateDir,
+			"fullPrivileged":      h.FullPrivileged,
+			"negativeOOMScoreAdj": h.NegativeOOMScoreAdj,
+			"appArmor":            h.AppArmor,
+		})
+		resp.Info = map[string]string{"config": string(info)}
+	}
+	return resp, nil
+}

@@ -1,0 +1,42 @@
+package cri
+
+import (
+	"context"
+	"strings"
+
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// ListPodSandbox answers from the store.
+func (s *Server) ListPodSandbox(ctx context.Context, r *runtime.ListPodSandboxRequest) (*runtime.ListPodSandboxResponse, error) {
+	f := r.GetFilter()
+	var out []*runtime.PodSandbox
+	for _, sb := range s.store.listSandboxes() {
+		if f != nil {
+			if f.GetId() != "" && !strings.HasPrefix(sb.ID, f.GetId()) {
+				continue
+			}
+			if f.GetState() != nil && f.GetState().GetState() != sb.State {
+				continue
+			}
+			if !matchLabels(f.GetLabelSelector(), sb.Config.GetLabels()) {
+				continue
+			}
+		}
+		out = append(out, &runtime.PodSandbox{
+			Id: sb.ID, Metadata: sb.Config.GetMetadata(), State: sb.State, CreatedAt: sb.CreatedAt,
+			Labels: sb.Config.GetLabels(), Annotations: sb.Config.GetAnnotations(),
+		})
+	}
+	return &runtime.ListPodSandboxResponse{Items: out}, nil
+}
+
+// matchLabels reports whether labels hold every key=value of selector.
+func matchLabels(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,155 @@
+// Package cri serves the CRI v1 RuntimeService and ImageService on top of
+// the Docker Engine: one file per RPC, state from pkg/sandbox's labels, and
+// an in-memory store kept current by the engine's event stream.
+package cri
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/api/types/container"
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+	"github.com/cri-compose/cri-compose/pkg/pause"
+	"github.com/cri-compose/cri-compose/pkg/sandbox"
+)
+
+// Version is cri-compose's version, reported by the Version RPC.
+var Version = "0.1.0"
+
+// Config is what the runtime needs from flags and the config file.
+type Config struct {
+	StateDir      string
+	Network       string
+	NetworkSubnet netip.Prefix
+	// PodInfraImage overrides the built-in pause image.
+	PodInfraImage string
+	Mirrors       Mirrors
+	// LogConfig is the engine log driver for CRI containers (default: local).
+	LogConfig container.LogConfig
+}
+
+// Server implements the CRI RuntimeService; ImageService is served beside it.
+type Server struct {
+	runtime.UnimplementedRuntimeServiceServer
+
+	cfg    Config
+	docker *dockerapi.Client
+	events *dockerapi.Events
+	images *ImageService
+	store  *store
+	pumps  *logPumps
+
+	hostMu sync.RWMutex
+	host   sandbox.Host // facts about the engine's host, filled by prepare
+
+	prepMu   sync.Mutex
+	prepared bool
+}
+
+// NewServer wires a runtime to an engine client. Call Run to start its
+// background work before serving.
+func NewServer(cfg Config, d *dockerapi.Client) *Server {
+	if cfg.Network == "" {
+		cfg.Network = "cri-compose"
+	}
+	s := &Server{
+		cfg:    cfg,
+		docker: d,
+		events: d.NewEvents(),
+		images: NewImageService(d, cfg.Mirrors),
+		store:  newStore(d, cfg.Network),
+		pumps:  newLogPumps(d),
+	}
+	s.store.beforeExit = func(id string) { s.pumps.drain(id, 2*time.Second) }
+	s.host = sandbox.Host{Network: cfg.Network, StateDir: cfg.StateDir, InfraImage: cfg.PodInfraImage, LogConfig: cfg.LogConfig}
+	return s
+}
+
+// Images is the ImageService to register beside the runtime.
+func (s *Server) Images() *ImageService { return s.images }
+
+// Run follows the engine until ctx ends: it prepares the engine (network,
+// pause image, host facts) when it answers, rebuilds the store from it, and
+// keeps both current across engine restarts.
+func (s *Server) Run(ctx context.Context) {
+	go s.events.Run(ctx)
+	ch := s.events.Subscribe(ctx)
+	for ev := range ch {
+		if ev.Resync {
+			s.resync(ctx)
+			continue
+		}
+		s.handleEvent(ctx, ev)
+	}
+	s.pumps.close()
+}
+
+// prepare makes the engine ready for pods, once per engine start.
+func (s *Server) prepare(ctx context.Context) error {
+	s.prepMu.Lock()
+	defer s.prepMu.Unlock()
+	if s.prepared {
+		return nil
+	}
+	if _, err := s.docker.Ping(ctx); err != nil {
+		return err
+	}
+	info, err := s.docker.Info(ctx)
+	if err != nil {
+		return err
+	}
+	h := hostFacts(info, s.docker.IsLocal())
+	if _, err := s.docker.EnsureNetwork(ctx, s.cfg.Network, s.cfg.NetworkSubnet, map[string]string{"io.cri-compose.network": "pods"}); err != nil {
+		return fmt.Errorf("pod network %s: %w", s.cfg.Network, err)
+	}
+	infra := s.cfg.PodInfraImage
+	if infra == "" {
+		infra = pause.Ref()
+		if err := pause.Ensure(ctx, s.docker); err != nil {
+			return fmt.Errorf("built-in pause image: %w", err)
+		}
+	}
+	if err := os.MkdirAll(s.cfg.StateDir, 0o755); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	s.hostMu.Lock()
+	s.host.Capabilities = h.Capabilities
+	s.host.FullPrivileged = h.FullPrivileged
+	s.host.NegativeOOMScoreAdj = h.NegativeOOMScoreAdj
+	s.host.AppArmor = h.AppArmor
+	s.host.InfraImage = infra
+	s.hostMu.Unlock()
+	s.prepared = true
+	klog.InfoS("Engine ready for pods", "host", s.docker.Host(), "api", s.docker.APIVersion(),
+		"network", s.cfg.Network, "infraImage", infra, "fullPrivileged", h.FullPrivileged)
+	return nil
+}
+
+// unprepare forgets the engine's preparation (after it went away), so the
+// network and pause image are checked again when it comes back.
+func (s *Server) unprepare() {
+	s.prepMu.Lock()
+	s.prepared = false
+	s.prepMu.Unlock()
+}
+
+func (s *Server) hostInfo() sandbox.Host {
+	s.hostMu.RLock()
+	defer s.hostMu.RUnlock()
+	return s.host
+}
+
+// ready prepares the engine if needed, for handlers that create things.
+func (s *Server) ready(ctx context.Context) error {
+	if err := s.prepare(ctx); err != nil {
+		return fmt.Errorf("engine not ready: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,331 @@
+package cri
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/moby/moby/api/types/container"
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+	"github.com/cri-compose/cri-compose/pkg/sandbox"
+)
+
+// sandboxRec is what the store knows of one pod sandbox. Records are values:
+// a change replaces the whole record, and only store.refresh makes one.
+type sandboxRec struct {
+	ID        string
+	Project   string
+	Config    *runtime.PodSandboxConfig
+	CreatedAt int64
+	State     runtime.PodSandboxState
+	IP        string
+	Pid       int
+	Service   types.ServiceConfig
+	Network   string
+}
+
+// containerRec is what the store knows of one CRI container.
+type containerRec struct {
+	ID        string
+	SandboxID string
+	Project   string
+	Service   string
+	Config    *runtime.ContainerConfig
+	Image     string // as requested
+	ImageID   string
+	LogPath   string
+	Tty       bool
+	CreatedAt int64
+
+	State      runtime.ContainerState
+	StartedAt  int64
+	FinishedAt int64
+	ExitCode   int32
+	Reason     string
+	Message    string
+	Pid        int
+
+	ServiceCfg types.ServiceConfig
+}
+
+// store answers every read from memory. It is filled from the engine (the
+// only source of truth) at start and kept current by the event stream and by
+// the handlers after each write, always through refresh.
+type store struct {
+	docker  *dockerapi.Client
+	network string
+
+	mu         sync.RWMutex
+	sandboxes  map[string]sandboxRec
+	containers map[string]containerRec
+
+	// locks serialise inspect+apply per object, so an older inspect can
+	// never overwrite a newer one.
+	locks [64]sync.Mutex
+
+	// onChange is told of every container record that changed (for events).
+	onChange func(old, cur *containerRec)
+	// beforeExit runs before an exited container is reported as such (the
+	// log pump drains first).
+	beforeExit func(id string)
+}
+
+func newStore(d *dockerapi.Client, network string) *store {
+	return &store{docker: d, network: network, sandboxes: map[string]sandboxRec{}, containers: map[string]containerRec{}}
+}
+
+func (s *store) lock(id string) func() {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	m := &s.locks[h.Sum32()%uint32(len(s.locks))]
+	m.Lock()
+	return m.Unlock
+}
+
+// refresh re-reads one container from the engine and updates the store: the
+// one place where records change.
+func (s *store) refresh(ctx context.Context, id string) error {
+	unlock := s.lock(id)
+	defer unlock()
+	in, err := s.docker.ContainerInspect(ctx, id)
+	if dockerapi.IsNotFound(err) {
+		s.delete(id)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	obj, ours, err := sandbox.ParseLabels(in.Config.Labels)
+	if !ours {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("container %s: %w", id, err)
+	}
+	created := parseTime(in.Created)
+	switch obj.Type {
+	case sandbox.TypeSandbox:
+		r := sandboxRec{ID: in.ID, Project: obj.Project, Config: obj.Sandbox, CreatedAt: created,
+			State: runtime.PodSandboxState_SANDBOX_NOTREADY, Network: s.network,
+			Service: sandbox.Service(sandbox.InfraService, in.Config, in.HostConfig)}
+		if in.State != nil && in.State.Running {
+			r.State = runtime.PodSandboxState_SANDBOX_READY
+			r.Pid = in.State.Pid
+		}
+		if in.NetworkSettings != nil {
+			if ep := in.NetworkSettings.Networks[s.network]; ep != nil && ep.IPAddress.IsValid() {
+				r.IP = ep.IPAddress.String()
+			}
+		}
+		s.mu.Lock()
+		s.sandboxes[r.ID] = r
+		s.mu.Unlock()
+	case sandbox.TypeContainer:
+		r := containerRec{ID: in.ID, SandboxID: obj.SandboxID, Project: obj.Project, Service: obj.Service,
+			Config: obj.Container, Image: obj.Image, ImageID: in.Image, LogPath: obj.LogPath, Tty: in.Config.Tty,
+			CreatedAt: created, ServiceCfg: sandbox.Service(obj.Service, in.Config, in.HostConfig)}
+		applyState(&r, in.State)
+		if r.State == runtime.ContainerState_CONTAINER_EXITED && s.beforeExit != nil {
+			s.beforeExit(r.ID)
+		}
+		s.mu.Lock()
+		old, had := s.containers[r.ID]
+		s.containers[r.ID] = r
+		s.mu.Unlock()
+		if s.onChange != nil && (!had || old.State != r.State) {
+			if had {
+				s.onChange(&old, &r)
+			} else {
+				s.onChange(nil, &r)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *store) delete(id string) {
+	s.mu.Lock()
+	delete(s.sandboxes, id)
+	old, had := s.containers[id]
+	delete(s.containers, id)
+	s.mu.Unlock()
+	if had && s.onChange != nil {
+		s.onChange(&old, nil)
+	}
+}
+
+// applyState maps the engine's state to CRI's.
+func applyState(r *containerRec, st *container.State) {
+	r.State = runtime.ContainerState_CONTAINER_UNKNOWN
+	if st == nil {
+		return
+	}
+	r.Pid = st.Pid
+	r.StartedAt = parseTime(st.StartedAt)
+	r.FinishedAt = parseTime(st.FinishedAt)
+	r.ExitCode = int32(st.ExitCode)
+	switch st.Status {
+	case container.StateCreated:
+		r.State = runtime.ContainerState_CONTAINER_CREATED
+		if st.Error != "" { // the start failed: it will never run
+			r.State = runtime.ContainerState_CONTAINER_EXITED
+			r.Reason, r.Message = "StartError", st.Error
+			if r.ExitCode == 0 {
+				r.ExitCode = 128
+			}
+			if r.FinishedAt == 0 {
+				r.FinishedAt = r.CreatedAt
+			}
+		}
+	case container.StateRunning, container.StatePaused, container.StateRestarting:
+		r.State = runtime.ContainerState_CONTAINER_RUNNING
+		r.FinishedAt = 0
+	case container.StateExited, container.StateDead, container.StateRemoving:
+		r.State = runtime.ContainerState_CONTAINER_EXITED
+		switch {
+		case st.OOMKilled:
+			r.Reason = "OOMKilled"
+		case st.ExitCode == 0:
+			r.Reason = "Completed"
+		default:
+			r.Reason = "Error"
+		}
+		r.Message = st.Error
+	}
+}
+
+// parseTime turns an engine timestamp into Unix nanoseconds (0 for unset).
+func parseTime(s string) int64 {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || t.Year() < 1970 {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// resync re-reads every container of ours and every one the store holds, so
+// nothing missed while the stream was down stays wrong or stays listed.
+func (s *store) resync(ctx context.Context) error {
+	list, err := s.docker.ContainerList(ctx, sandbox.LabelType)
+	if err != nil {
+		return err
+	}
+	ids := map[string]bool{}
+	for _, c := range list {
+		ids[c.ID] = true
+	}
+	s.mu.RLock()
+	for id := range s.sandboxes {
+		ids[id] = true
+	}
+	for id := range s.containers {
+		ids[id] = true
+	}
+	s.mu.RUnlock()
+	// Sandboxes first, so containers never point at an unknown pod.
+	var sbs, ctrs []string
+	for _, c := range list {
+		if c.Labels[sandbox.LabelType] == sandbox.TypeSandbox {
+			sbs = append(sbs, c.ID)
+			delete(ids, c.ID)
+		}
+	}
+	for id := range ids {
+		ctrs = append(ctrs, id)
+	}
+	var firstErr error
+	for _, id := range append(sbs, ctrs...) {
+		if err := s.refresh(ctx, id); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+// lookup helpers accept a full id or a unique prefix, as crictl users type.
+
+func (s *store) sandbox(id string) (sandboxRec, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if r, ok := s.sandboxes[id]; ok {
+		return r, nil
+	}
+	var found []sandboxRec
+	if id != "" {
+		for k, r := range s.sandboxes {
+			if strings.HasPrefix(k, id) {
+				found = append(found, r)
+			}
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return sandboxRec{}, fmt.Errorf("pod sandbox %q: %w", id, errNotFound)
+	}
+	return sandboxRec{}, fmt.Errorf("pod sandbox id prefix %q is ambiguous: %w", id, errNotFound)
+}
+
+func (s *store) container(id string) (containerRec, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if r, ok := s.containers[id]; ok {
+		return r, nil
+	}
+	var found []containerRec
+	if id != "" {
+		for k, r := range s.containers {
+			if strings.HasPrefix(k, id) {
+				found = append(found, r)
+			}
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return containerRec{}, fmt.Errorf("container %q: %w", id, errNotFound)
+	}
+	return containerRec{}, fmt.Errorf("container id prefix %q is ambiguous: %w", id, errNotFound)
+}
+
+func (s *store) listSandboxes() []sandboxRec {
+	s.mu.RLock()
+	out := make([]sandboxRec, 0, len(s.sandboxes))
+	for _, r := range s.sandboxes {
+		out = append(out, r)
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt > out[j].CreatedAt })
+	return out
+}
+
+func (s *store) listContainers() []containerRec {
+	s.mu.RLock()
+	out := make([]containerRec, 0, len(s.containers))
+	for _, r := range s.containers {
+		out = append(out, r)
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt > out[j].CreatedAt })
+	return out
+}
+
+// containersOf lists the containers of one sandbox.
+func (s *store) containersOf(sandboxID string) []containerRec {
+	var out []containerRec
+	for _, c := range s.listContainers() {
+		if c.SandboxID == sandboxID {
+			out = append(out, c)
+		}
+	}
+	return out
+}
