@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the host tools that the tests use and that a fresh Debian machine
+# lacks: Debian's busybox-static (/bin/busybox), from which test/images makes
+# the test images. Quick and silent when they are all there.
+set -euo pipefail
+
+missing=()
+[ -x /bin/busybox ] || missing+=(busybox-static)
+
+if [ "${#missing[@]}" -eq 0 ]; then
+  exit 0
+fi
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "ensure-tools: missing ${missing[*]} and there is no apt-get to install them" >&2
+  exit 1
+fi
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+echo "ensure-tools: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+# Update the package lists only when the install fails without it (a fresh
+# machine has none).
+if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null 2>&1; then
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+[ -x /bin/busybox ] || { echo "ensure-tools: /bin/busybox is still missing" >&2; exit 1; }
