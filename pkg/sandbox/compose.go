@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/moby/moby/api/types/container"
+	"go.yaml.in/yaml/v4"
 )
 
 // Service renders an engine container (as created, or as inspected after a
@@ -88,6 +91,11 @@ func Service(service string, cc *container.Config, hc *container.HostConfig) typ
 	s.ReadOnly = hc.ReadonlyRootfs
 	s.GroupAdd = hc.GroupAdd
 	s.SecurityOpt = hc.SecurityOpt
+	if !hc.Privileged && hc.MaskedPaths != nil && len(hc.MaskedPaths) == 0 && hc.ReadonlyPaths != nil && len(hc.ReadonlyPaths) == 0 {
+		// Nothing masked or read-only (emulated privileged): Compose's
+		// spelling of the engine's empty MaskedPaths and ReadonlyPaths.
+		s.SecurityOpt = append(append([]string(nil), hc.SecurityOpt...), "systempaths=unconfined")
+	}
 	s.DeviceCgroupRules = hc.DeviceCgroupRules
 	s.CgroupParent = hc.CgroupParent
 	s.CPUShares = hc.CPUShares
@@ -113,9 +121,11 @@ func joinMode(mode, sandboxID string) string {
 	if sandboxID != "" && mode == "container:"+sandboxID {
 		return "service:" + InfraService
 	}
-	if mode == "shareable" || mode == "private" {
-		return "" // Compose's default for a service that others join
+	if mode == "private" {
+		return "" // the engine's default
 	}
+	// "shareable" stays: engines default to private IPC since 20.10, and a
+	// service that joins with `ipc: service:pod` fails on a private one.
 	return mode
 }
 
@@ -132,7 +142,8 @@ func bindVolume(b string) types.ServiceVolumeConfig {
 				v.ReadOnly = true
 			case "rslave", "rshared", "rprivate", "slave", "shared", "private":
 				if o != "rprivate" {
-					v.Bind = &types.ServiceVolumeBind{Propagation: o}
+					// The engine creates a missing source of a bind, so does Compose.
+					v.Bind = &types.ServiceVolumeBind{Propagation: o, CreateHostPath: true}
 				}
 			}
 		}
@@ -181,6 +192,11 @@ func Project(name, network string, services ...types.ServiceConfig) *types.Proje
 // ComposeYAML renders a project as a compose file. The file has no `name`:
 // Compose v1 rejects the key, and both versions take the project name from
 // the folder, which is named after the project.
+//
+// Compose interpolates every value of the file, so a '$' from a request (a
+// shell command, an environment value, a label) is written as '$$': it
+// reaches the container as asked, and "${X:?}" cannot make the file
+// unloadable.
 func ComposeYAML(p *types.Project) ([]byte, error) {
 	unnamed := *p
 	unnamed.Name = ""
@@ -188,11 +204,50 @@ func ComposeYAML(p *types.Project) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("render compose file of %s: %w", p.Name, err)
 	}
-	return b, nil
+	if !bytes.Contains(b, []byte("$")) {
+		return b, nil
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return nil, fmt.Errorf("render compose file of %s: %w", p.Name, err)
+	}
+	escapeDollars(&doc, false)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, fmt.Errorf("render compose file of %s: %w", p.Name, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// escapeDollars doubles '$' in every scalar value; mapping keys are left
+// alone, as Compose does not interpolate them.
+func escapeDollars(n *yaml.Node, key bool) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if key {
+			return
+		}
+		if n.Tag == "!!binary" { // a value that is not UTF-8, as base64
+			if b, err := base64.StdEncoding.DecodeString(n.Value); err == nil {
+				n.Value = base64.StdEncoding.EncodeToString(bytes.ReplaceAll(b, []byte("$"), []byte("$$")))
+			}
+			return
+		}
+		n.Value = strings.ReplaceAll(n.Value, "$", "$$")
+	case yaml.MappingNode:
+		for i, c := range n.Content {
+			escapeDollars(c, i%2 == 0)
+		}
+	default:
+		for _, c := range n.Content {
+			escapeDollars(c, false)
+		}
+	}
 }
 
 // SetConfigHash stamps a spec with the config hash of the service it is.
 func (s *Spec) SetConfigHash() {
 	s.Config.Labels[LabelConfigHash] = ConfigHash(Service(s.Service, s.Config, s.HostConfig))
 }
-

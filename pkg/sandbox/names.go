@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"regexp"
 	"strings"
 
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -67,10 +68,12 @@ func ProjectName(md *runtime.PodSandboxMetadata) string {
 
 // ServiceName is the Compose service of a CRI container. Names that are not
 // already valid service names, or that collide with the infra service, get a
-// hash suffix so that two different CRI names never share a service.
+// hash suffix so that two different CRI names never share a service. A name
+// that already ends like such a suffix gets one too, or "pod-53b06c" would
+// share the service of "pod".
 func ServiceName(containerName string) string {
 	s := sanitize(containerName)
-	if s == containerName && s != InfraService && s != "" {
+	if s == containerName && s != InfraService && s != "" && !hashSuffix.MatchString(s) {
 		return s
 	}
 	if len(s) > 40 {
@@ -81,6 +84,9 @@ func ServiceName(containerName string) string {
 	}
 	return s + "-" + shortHash(6, containerName)
 }
+
+// hashSuffix is how the names ServiceName suffixes end.
+var hashSuffix = regexp.MustCompile(`-[0-9a-f]{6}$`)
 
 // ContainerName is the engine name of a container: Compose's
 // <project>-<service>-<number> with the CRI attempt as a final part, since

@@ -275,8 +275,8 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 		Labels:     labels,
 	}
 	for _, kv := range cfg.GetEnvs() {
-		if kv.GetKey() == "" {
-			return nil, invalid("environment variable with an empty name")
+		if kv.GetKey() == "" || strings.Contains(kv.GetKey(), "=") {
+			return nil, invalid("environment variable name %q is empty or holds '='", kv.GetKey())
 		}
 		cc.Env = append(cc.Env, kv.GetKey()+"="+string(kv.GetValue()))
 	}
