@@ -35,6 +35,7 @@ type fileConfig struct {
 	PodInfraImage   string              `json:"podInfraImage"`
 	RegistryMirrors map[string][]string `json:"registryMirrors"`
 	LogLevel        *int                `json:"logLevel"`
+	StreamAddress   string              `json:"streamAddress"` // exec/attach/port-forward server
 }
 
 type stringList []string
@@ -67,6 +68,7 @@ func run() error {
 	fs.StringVar(&fc.NetworkSubnet, "network-subnet", "", "subnet of the pod network when it is created (default: the engine picks)")
 	fs.StringVar(&fc.PodInfraImage, "pod-infra-image", "", "infra (pause) image (default: the built-in one, loaded into the engine)")
 	fs.Var(&mirrors, "registry-mirror", "registry mirror as host=endpoint[,endpoint…], e.g. registry.k8s.io=http://127.0.0.1:5000 (repeatable)")
+	fs.StringVar(&fc.StreamAddress, "stream-address", cri.DefaultStreamAddress, "host:port of the streaming server for exec, attach and port-forward (port 0: a free port)")
 	version := fs.Bool("version", false, "print the version and exit")
 	_ = fs.Parse(os.Args[1:])
 	if *version {
@@ -105,7 +107,11 @@ func run() error {
 	srv := cri.NewServer(cri.Config{
 		StateDir: fc.StateDir, Network: fc.Network, NetworkSubnet: subnet,
 		PodInfraImage: fc.PodInfraImage, Mirrors: m,
+		StreamAddress: fc.StreamAddress,
 	}, d)
+	if _, err := srv.StreamURL(); err != nil { // streaming server: --stream-address
+		return err
+	}
 
 	l, err := cri.Listen(fc.Listen, fc.SocketGroup)
 	if err != nil {
@@ -169,6 +175,7 @@ func mergeFile(fs *flag.FlagSet, path string, fc *fileConfig) error {
 	pick("network", &fc.Network, file.Network)
 	pick("network-subnet", &fc.NetworkSubnet, file.NetworkSubnet)
 	pick("pod-infra-image", &fc.PodInfraImage, file.PodInfraImage)
+	pick("stream-address", &fc.StreamAddress, file.StreamAddress)
 	fc.RegistryMirrors = file.RegistryMirrors
 	if file.LogLevel != nil && !set["v"] {
 		_ = fs.Set("v", fmt.Sprint(*file.LogLevel))

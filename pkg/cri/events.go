@@ -67,17 +67,24 @@ func (s *Server) runningFn(id string) func(context.Context) bool {
 // sweepProjects rewrites the compose file of every pod and removes project
 // folders whose pod is gone (left by a crash between steps).
 func (s *Server) sweepProjects(ctx context.Context) {
-	live := map[string]bool{}
 	for _, sb := range s.store.listSandboxes() {
-		live[sb.Project] = true
 		if err := s.writeProject(sb.ID); err != nil {
 			klog.ErrorS(err, "Cannot write compose file", "project", sb.Project)
 		}
 	}
 	dir := filepath.Join(s.cfg.StateDir, "projects")
+	// List the folders under writeProject's lock, and the live pods after
+	// that: a folder listed was written after its pod entered the store, so
+	// a RunPodSandbox racing with this sweep keeps its new folder.
+	projectFileMu.Lock()
+	defer projectFileMu.Unlock()
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
+	}
+	live := map[string]bool{}
+	for _, sb := range s.store.listSandboxes() {
+		live[sb.Project] = true
 	}
 	for _, e := range entries {
 		if !live[e.Name()] {

@@ -91,6 +91,26 @@ func (l *logPumps) ensure(ctx context.Context, id, path string, tty bool, runnin
 	}()
 }
 
+// beforeExit runs before the store reports a container exited: its pump
+// drains first, so an exited container's output is all in its log file. A
+// container that exited before this server pumped it (a quick one whose
+// exit event beat StartContainer's pump, or one that exited while the
+// server was down) gets its pump here.
+func (s *Server) beforeExit(r *containerRec) {
+	if r.LogPath != "" && r.StartedAt != 0 && !s.pumps.known(r.ID) {
+		s.pumps.ensure(context.Background(), r.ID, r.LogPath, r.Tty, s.runningFn(r.ID))
+	}
+	s.pumps.drain(r.ID, 2*time.Second)
+}
+
+// known reports whether a pump was started for the container.
+func (l *logPumps) known(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.pumps[id]
+	return ok
+}
+
 // drain waits (bounded) for a container's pump to finish, so an exit is
 // reported only once the container's last lines are in its log file.
 func (l *logPumps) drain(id string, timeout time.Duration) {

@@ -7,14 +7,19 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Status reports the runtime ready when the engine answers and the network
-// ready when the pod network exists on it.
+// Status reports the runtime ready when the engine answers and the store
+// has been filled from it, and the network ready when the pod network
+// exists on it.
 func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime.StatusResponse, error) {
 	rt := &runtime.RuntimeCondition{Type: runtime.RuntimeReady, Status: true}
 	nw := &runtime.RuntimeCondition{Type: runtime.NetworkReady, Status: true}
 	if err := s.ready(ctx); err != nil {
 		rt.Status, rt.Reason, rt.Message = false, "EngineUnavailable", err.Error()
 		nw.Status, nw.Reason, nw.Message = false, "EngineUnavailable", "the pod network lives on the engine"
+	} else if !s.store.synced.Load() {
+		// Until the store holds every pod on the engine, List would tell
+		// kubelet that running pods are gone (and it would make new ones).
+		rt.Status, rt.Reason, rt.Message = false, "Resyncing", "reading pods and containers from the engine"
 	}
 	resp := &runtime.StatusResponse{Status: &runtime.RuntimeStatus{Conditions: []*runtime.RuntimeCondition{rt, nw}}}
 	if r.GetVerbose() {

@@ -33,6 +33,13 @@ type Config struct {
 	Mirrors       Mirrors
 	// LogConfig is the engine log driver for CRI containers (default: local).
 	LogConfig container.LogConfig
+
+	// Streaming server (exec, attach, port-forward; streaming.go).
+	// StreamAddress is host:port (default DefaultStreamAddress; port 0
+	// picks a free port); StreamIdleTimeout defaults to
+	// DefaultStreamIdleTimeout.
+	StreamAddress     string
+	StreamIdleTimeout time.Duration
 }
 
 // Server implements the CRI RuntimeService; ImageService is served beside it.
@@ -51,6 +58,12 @@ type Server struct {
 
 	prepMu   sync.Mutex
 	prepared bool
+
+	stream *streamServer // exec, attach, port-forward (streaming.go)
+
+	// stats and events (container_events.go, stats.go)
+	cevents *containerEvents
+	stats   *statsCollector
 }
 
 // NewServer wires a runtime to an engine client. Call Run to start its
@@ -67,8 +80,16 @@ func NewServer(cfg Config, d *dockerapi.Client) *Server {
 		store:  newStore(d, cfg.Network),
 		pumps:  newLogPumps(d),
 	}
-	s.store.beforeExit = func(id string) { s.pumps.drain(id, 2*time.Second) }
+	s.store.beforeExit = s.beforeExit // logs.go
+	// stats and events: container_events.go, stats.go
+	s.cevents = newContainerEvents(s.store)
+	s.stats = newStatsCollector(d, s.store)
+	s.store.onChange = s.cevents.onContainer
+	s.store.onSandboxChange = s.cevents.onSandbox
 	s.host = sandbox.Host{Network: cfg.Network, StateDir: cfg.StateDir, InfraImage: cfg.PodInfraImage, LogConfig: cfg.LogConfig}
+	// This server owns the pods of its state dir only (store.projectsDir).
+	s.store.projectsDir = s.host.ProjectDir("")
+	s.stream = newStreamServer(cfg.StreamAddress, cfg.StreamIdleTimeout, s) // listens now, serves from Run
 	return s
 }
 
@@ -77,9 +98,12 @@ func (s *Server) Images() *ImageService { return s.images }
 
 // Run follows the engine until ctx ends: it prepares the engine (network,
 // pause image, host facts) when it answers, rebuilds the store from it, and
-// keeps both current across engine restarts.
+// keeps both current across engine restarts. It also serves the streaming
+// server (exec, attach, port-forward) until ctx ends.
 func (s *Server) Run(ctx context.Context) {
+	streamDone := s.stream.start(ctx) // the streaming server stops with ctx
 	go s.events.Run(ctx)
+	go s.runStatsAndEvents(ctx) // stats and events: stats.go
 	ch := s.events.Subscribe(ctx)
 	for ev := range ch {
 		if ev.Resync {
@@ -89,6 +113,7 @@ func (s *Server) Run(ctx context.Context) {
 		s.handleEvent(ctx, ev)
 	}
 	s.pumps.close()
+	<-streamDone
 }
 
 // prepare makes the engine ready for pods, once per engine start.

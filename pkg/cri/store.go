@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/compose-spec/compose-go/v2/types"
@@ -61,6 +63,16 @@ type containerRec struct {
 type store struct {
 	docker  *dockerapi.Client
 	network string
+	// projectsDir is <StateDir>/projects: the server owns the pods whose
+	// project lives there (com.docker.compose.project.working_dir), and
+	// only those, so several cri-compose instances can share one engine
+	// without adopting (and pumping the logs of) each other's pods.
+	// Empty: every pod on the engine.
+	projectsDir string
+
+	// synced is set once a resync has read every pod and container from
+	// the engine: until then the store may be missing pods that exist.
+	synced atomic.Bool
 
 	mu         sync.RWMutex
 	sandboxes  map[string]sandboxRec
@@ -72,9 +84,12 @@ type store struct {
 
 	// onChange is told of every container record that changed (for events).
 	onChange func(old, cur *containerRec)
+	// onSandboxChange is the same for sandbox records: created (nil old),
+	// state changed, deleted (nil cur).
+	onSandboxChange func(old, cur *sandboxRec)
 	// beforeExit runs before an exited container is reported as such (the
 	// log pump drains first).
-	beforeExit func(id string)
+	beforeExit func(r *containerRec)
 }
 
 func newStore(d *dockerapi.Client, network string) *store {
@@ -103,7 +118,7 @@ func (s *store) refresh(ctx context.Context, id string) error {
 		return err
 	}
 	obj, ours, err := sandbox.ParseLabels(in.Config.Labels)
-	if !ours {
+	if !ours || !s.owns(in.Config.Labels) {
 		return nil
 	}
 	if err != nil {
@@ -125,15 +140,23 @@ func (s *store) refresh(ctx context.Context, id string) error {
 			}
 		}
 		s.mu.Lock()
+		old, had := s.sandboxes[r.ID]
 		s.sandboxes[r.ID] = r
 		s.mu.Unlock()
+		if s.onSandboxChange != nil && (!had || old.State != r.State) {
+			if had {
+				s.onSandboxChange(&old, &r)
+			} else {
+				s.onSandboxChange(nil, &r)
+			}
+		}
 	case sandbox.TypeContainer:
 		r := containerRec{ID: in.ID, SandboxID: obj.SandboxID, Project: obj.Project, Service: obj.Service,
 			Config: obj.Container, Image: obj.Image, ImageID: in.Image, LogPath: obj.LogPath, Tty: in.Config.Tty,
 			CreatedAt: created, ServiceCfg: sandbox.Service(obj.Service, in.Config, in.HostConfig)}
 		applyState(&r, in.State)
 		if r.State == runtime.ContainerState_CONTAINER_EXITED && s.beforeExit != nil {
-			s.beforeExit(r.ID)
+			s.beforeExit(&r)
 		}
 		s.mu.Lock()
 		old, had := s.containers[r.ID]
@@ -152,12 +175,16 @@ func (s *store) refresh(ctx context.Context, id string) error {
 
 func (s *store) delete(id string) {
 	s.mu.Lock()
+	oldSb, hadSb := s.sandboxes[id]
 	delete(s.sandboxes, id)
 	old, had := s.containers[id]
 	delete(s.containers, id)
 	s.mu.Unlock()
 	if had && s.onChange != nil {
 		s.onChange(&old, nil)
+	}
+	if hadSb && s.onSandboxChange != nil {
+		s.onSandboxChange(&oldSb, nil)
 	}
 }
 
@@ -170,6 +197,11 @@ func applyState(r *containerRec, st *container.State) {
 	r.Pid = st.Pid
 	r.StartedAt = parseTime(st.StartedAt)
 	r.FinishedAt = parseTime(st.FinishedAt)
+	if r.FinishedAt != 0 && r.FinishedAt < r.StartedAt {
+		// The engine stamps the start when runc returns and the exit when
+		// containerd saw it: a quick process can finish "before" it started.
+		r.FinishedAt = r.StartedAt
+	}
 	r.ExitCode = int32(st.ExitCode)
 	switch st.Status {
 	case container.StateCreated:
@@ -232,6 +264,10 @@ func (s *store) resync(ctx context.Context) error {
 	// Sandboxes first, so containers never point at an unknown pod.
 	var sbs, ctrs []string
 	for _, c := range list {
+		if !s.owns(c.Labels) {
+			delete(ids, c.ID) // another instance's
+			continue
+		}
 		if c.Labels[sandbox.LabelType] == sandbox.TypeSandbox {
 			sbs = append(sbs, c.ID)
 			delete(ids, c.ID)
@@ -246,7 +282,29 @@ func (s *store) resync(ctx context.Context) error {
 			firstErr = err
 		}
 	}
+	// Every pod was read (one that could not be is logged by the caller
+	// and must not keep the runtime from ever being ready).
+	s.synced.Store(true)
 	return firstErr
+}
+
+// owns reports whether the container with labels belongs to this server's
+// state dir (see projectsDir).
+func (s *store) owns(labels map[string]string) bool {
+	if s.projectsDir == "" {
+		return true
+	}
+	wd := labels[sandbox.LabelWorkingDir]
+	return wd != "" && sameDir(filepath.Dir(wd), s.projectsDir)
+}
+
+func sameDir(a, b string) bool {
+	if a == b {
+		return true
+	}
+	aa, err1 := filepath.Abs(a)
+	bb, err2 := filepath.Abs(b)
+	return err1 == nil && err2 == nil && aa == bb
 }
 
 // lookup helpers accept a full id or a unique prefix, as crictl users type.

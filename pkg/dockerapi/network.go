@@ -3,6 +3,7 @@ package dockerapi
 import (
 	"context"
 	"net/netip"
+	"sort"
 
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
@@ -16,6 +17,10 @@ func (c *Client) EnsureNetwork(ctx context.Context, name string, subnet netip.Pr
 		return r.Network.ID, nil
 	}
 	if !IsNotFound(wrap("", "", err)) {
+		// "ambiguous": two networks of that name (see below).
+		if id, ok := c.oldestNetwork(ctx, name); ok {
+			return id, nil
+		}
 		return "", wrap("inspect network", name, err)
 	}
 	opts := client.NetworkCreateOptions{Driver: "bridge", Labels: labels}
@@ -32,7 +37,43 @@ func (c *Client) EnsureNetwork(ctx context.Context, name string, subnet netip.Pr
 		}
 		return "", wrap("create network", name, err)
 	}
+	// Engines before API 1.44 check names only when asked (CheckDuplicate,
+	// which this client cannot send), so two processes ensuring the network
+	// at once can both create one, and the name then resolves to neither
+	// ("ambiguous"). Converge: the oldest wins, the others are removed.
+	if id, ok := c.oldestNetwork(ctx, name); ok {
+		return id, nil
+	}
 	return cr.ID, nil
+}
+
+// oldestNetwork returns the oldest network named exactly name and tries to
+// remove any younger one of that name (the engine refuses while one is in
+// use).
+func (c *Client) oldestNetwork(ctx context.Context, name string) (string, bool) {
+	r, err := c.api.NetworkList(ctx, client.NetworkListOptions{Filters: client.Filters{}.Add("name", name)})
+	if err != nil {
+		return "", false
+	}
+	var same []network.Summary
+	for _, n := range r.Items {
+		if n.Name == name {
+			same = append(same, n)
+		}
+	}
+	if len(same) == 0 {
+		return "", false
+	}
+	sort.Slice(same, func(i, j int) bool {
+		if !same[i].Created.Equal(same[j].Created) {
+			return same[i].Created.Before(same[j].Created)
+		}
+		return same[i].ID < same[j].ID
+	})
+	for _, n := range same[1:] {
+		_, _ = c.api.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
+	}
+	return same[0].ID, true
 }
 
 // NetworkRemove removes a network.

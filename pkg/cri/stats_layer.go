@@ -1,0 +1,260 @@
+package cri
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+	"github.com/cri-compose/cri-compose/pkg/sandbox"
+)
+
+// Writable layers are measured in the background, never in a request:
+//
+//   - when the engine is local and its storage driver names the container's
+//     upper directory (overlay2, fuse-overlayfs), this process walks that
+//     directory itself (bytes on disk and inodes): once when the container
+//     appears, then every layerMaxAge;
+//   - otherwise one engine list with sizes (SizeRw of every container in one
+//     call, which makes the engine walk them all) at most every layerMaxAge,
+//     or every layerNewAge while some container was never measured.
+const (
+	layerMaxAge = 30 * time.Second
+	layerNewAge = 10 * time.Second
+	layerTick   = time.Second
+)
+
+type layerUsage struct {
+	at        int64
+	bytes     uint64
+	inodes    uint64
+	hasInodes bool
+}
+
+type layerCache struct {
+	docker *dockerapi.Client
+	store  *store
+
+	maxAge     atomic.Int64 // ns; layerMaxAge but in tests
+	engineOnly atomic.Bool  // tests: measure through the engine only
+
+	mu    sync.RWMutex
+	sizes map[string]layerUsage
+	mount string // the storage driver's directory: the filesystem id
+
+	// used by run only
+	upper    map[string]string // "" : not walkable here
+	lastList time.Time
+}
+
+func newLayerCache(d *dockerapi.Client, st *store) *layerCache {
+	l := &layerCache{docker: d, store: st, sizes: map[string]layerUsage{}, upper: map[string]string{}}
+	l.maxAge.Store(int64(layerMaxAge))
+	return l
+}
+
+// usage is the last measure of a container's writable layer (nil before
+// the first).
+func (l *layerCache) usage(id string) *runtime.FilesystemUsage {
+	l.mu.RLock()
+	u, ok := l.sizes[id]
+	mount := l.mount
+	l.mu.RUnlock()
+	if !ok {
+		return nil
+	}
+	fu := &runtime.FilesystemUsage{Timestamp: u.at, FsId: &runtime.FilesystemIdentifier{Mountpoint: mount},
+		UsedBytes: &runtime.UInt64Value{Value: u.bytes}}
+	if u.hasInodes {
+		fu.InodesUsed = &runtime.UInt64Value{Value: u.inodes}
+	}
+	return fu
+}
+
+func (l *layerCache) run(ctx context.Context) {
+	t := time.NewTicker(layerTick)
+	defer t.Stop()
+	for {
+		l.refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// refresh measures what is due.
+func (l *layerCache) refresh(ctx context.Context) {
+	if l.mountpoint(ctx) == "" {
+		return // engine not answering yet
+	}
+	ctrs := l.store.listContainers()
+	live := make(map[string]bool, len(ctrs))
+	l.mu.RLock()
+	known := make(map[string]layerUsage, len(l.sizes))
+	for id, u := range l.sizes {
+		known[id] = u
+	}
+	l.mu.RUnlock()
+	now := time.Now()
+	maxAge := time.Duration(l.maxAge.Load())
+	needList, unmeasured := false, false
+	for _, c := range ctrs {
+		live[c.ID] = true
+		u, measured := known[c.ID]
+		if measured && now.Sub(time.Unix(0, u.at)) < maxAge {
+			continue
+		}
+		dir, ok := l.upper[c.ID]
+		if !ok {
+			dir = l.upperDir(ctx, c.ID)
+			l.upper[c.ID] = dir
+		}
+		if dir == "" {
+			needList = true
+			unmeasured = unmeasured || !measured
+			continue
+		}
+		at := time.Now().UnixNano()
+		bytes, inodes, err := diskUsage(dir)
+		if err != nil {
+			if !os.IsNotExist(err) {
+				klog.V(2).InfoS("Cannot measure a writable layer", "id", c.ID, "dir", dir, "err", err)
+			}
+			continue
+		}
+		l.mu.Lock()
+		l.sizes[c.ID] = layerUsage{at: at, bytes: bytes, inodes: inodes, hasInodes: true}
+		l.mu.Unlock()
+	}
+	age := maxAge
+	if unmeasured {
+		age = min(layerNewAge, maxAge)
+	}
+	if needList && now.Sub(l.lastList) >= age {
+		l.lastList = now
+		l.list(ctx, live)
+	}
+	for id := range l.upper {
+		if !live[id] {
+			delete(l.upper, id)
+		}
+	}
+	l.mu.Lock()
+	for id := range l.sizes {
+		if !live[id] {
+			delete(l.sizes, id)
+		}
+	}
+	l.mu.Unlock()
+}
+
+// list asks the engine for every container's SizeRw in one call, and
+// keeps those of the containers in live.
+func (l *layerCache) list(ctx context.Context, live map[string]bool) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	at := time.Now().UnixNano()
+	sizes, err := l.docker.ContainerSizes(ctx, sandbox.LabelType+"="+sandbox.TypeContainer)
+	if err != nil {
+		klog.V(2).InfoS("Cannot list writable layer sizes", "err", err)
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, n := range sizes {
+		if !live[id] || l.upper[id] != "" {
+			continue // not the store's, or measured here with inodes
+		}
+		if n < 0 {
+			n = 0
+		}
+		l.sizes[id] = layerUsage{at: at, bytes: uint64(n)}
+	}
+}
+
+// mountpoint is <DockerRootDir>/<Driver>, as ImageFsInfo reports it.
+func (l *layerCache) mountpoint(ctx context.Context) string {
+	l.mu.RLock()
+	m := l.mount
+	l.mu.RUnlock()
+	if m != "" {
+		return m
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	info, err := l.docker.Info(ctx)
+	if err != nil || info.DockerRootDir == "" {
+		return ""
+	}
+	m = filepath.Join(info.DockerRootDir, info.Driver)
+	l.mu.Lock()
+	l.mount = m
+	l.mu.Unlock()
+	return m
+}
+
+// upperDir is the container's writable directory when this process can
+// read it ("" otherwise).
+func (l *layerCache) upperDir(ctx context.Context, id string) string {
+	if !l.docker.IsLocal() || l.engineOnly.Load() {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	in, err := l.docker.ContainerInspect(ctx, id)
+	if err != nil || in.GraphDriver == nil {
+		return ""
+	}
+	dir := in.GraphDriver.Data["UpperDir"]
+	if dir == "" {
+		return ""
+	}
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return ""
+	}
+	return dir
+}
+
+// diskUsage sums the blocks and counts the inodes under dir (hard links
+// once).
+func diskUsage(dir string) (bytes, inodes uint64, err error) {
+	seen := map[uint64]bool{}
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path == dir {
+				return err
+			}
+			return nil // vanished meanwhile
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		st, ok := info.Sys().(*syscall.Stat_t)
+		if !ok {
+			bytes += uint64(info.Size())
+			inodes++
+			return nil
+		}
+		if st.Nlink > 1 && !info.IsDir() {
+			if seen[st.Ino] {
+				return nil
+			}
+			seen[st.Ino] = true
+		}
+		bytes += uint64(st.Blocks) * 512
+		inodes++
+		return nil
+	})
+	return bytes, inodes, err
+}

@@ -1,0 +1,60 @@
+package dockerapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+)
+
+// StatsSample is one resource usage sample of a container, as the engine
+// reports it (cgroup v1 or v2 figures, networks of its namespace).
+type StatsSample = container.StatsResponse
+
+// ContainerStatsStream follows the engine's stats stream of a running
+// container (one sample about every second, the engine's collection tick)
+// and hands every sample to fn until ctx ends, the container stops or the
+// stream breaks. It returns nil when the engine ends the stream.
+func (c *Client) ContainerStatsStream(ctx context.Context, id string, fn func(StatsSample)) error {
+	r, err := c.api.ContainerStats(ctx, id, client.ContainerStatsOptions{Stream: true})
+	if err != nil {
+		return wrap("container stats", id, err)
+	}
+	defer r.Body.Close()
+	dec := json.NewDecoder(r.Body)
+	for {
+		var s StatsSample
+		if err := dec.Decode(&s); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			if ctx.Err() != nil {
+				return wrap("container stats", id, ctx.Err())
+			}
+			return wrap("container stats", id, err)
+		}
+		fn(s)
+	}
+}
+
+// ContainerSizes returns the size of the writable layer (SizeRw) of every
+// container carrying all labels, in one engine call. The engine walks each
+// container's layer for it: call it seldom.
+func (c *Client) ContainerSizes(ctx context.Context, labels ...string) (map[string]int64, error) {
+	f := client.Filters{}
+	if len(labels) > 0 {
+		f.Add("label", labels...)
+	}
+	r, err := c.api.ContainerList(ctx, client.ContainerListOptions{All: true, Size: true, Filters: f})
+	if err != nil {
+		return nil, wrap("list container sizes", "", err)
+	}
+	out := make(map[string]int64, len(r.Items))
+	for _, s := range r.Items {
+		out[s.ID] = s.SizeRw
+	}
+	return out, nil
+}
