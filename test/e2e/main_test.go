@@ -1,0 +1,325 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+	"github.com/cri-compose/cri-compose/test/images"
+)
+
+// What TestMain prepared for the tests.
+var (
+	runID    string // short random id in every name this run makes
+	repoRoot string // the repository (the main module's folder)
+	runDir   string // temp dir of this run: short, so socket paths fit
+
+	engine *dockerapi.Client
+
+	criComposeBin string // bin/cri-compose, built for this run
+	crictlBin     string // from the tool cache
+
+	// dockerConfig is a DOCKER_CONFIG holding only the compose v2 plugin;
+	// composeV2Err says why there is no plugin when it is set.
+	dockerConfig string
+	composeV2Err error
+
+	reg *testRegistry
+
+	// localImage is the busybox image loaded into the engine; regImage is
+	// it on the test registry, pulled by crictl; mirrorImage is the name
+	// under registry.k8s.io that the --registry-mirror leads to the test
+	// registry (where it is pushed as mirrorPath).
+	localImage  string
+	regImage    string
+	mirrorImage string
+
+	// setupSkip or setupErr make every test skip (fail in CI) or fail.
+	setupSkip string
+	setupErr  error
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	start := time.Now()
+	cleanup := setup()
+	if setupErr == nil && setupSkip == "" {
+		fmt.Fprintf(os.Stderr, "e2e: run %s ready in %v (engine %s, registry %s)\n",
+			runID, time.Since(start).Round(time.Millisecond), engine.Host(), reg.Host)
+	}
+	code := m.Run()
+	cleanup()
+	return code
+}
+
+// need makes t skip or fail when TestMain could not prepare the run.
+func need(t *testing.T) {
+	t.Helper()
+	if setupErr != nil {
+		t.Fatalf("e2e setup: %v", setupErr)
+	}
+	if setupSkip != "" {
+		images.SkipOrFail(t, "%s", setupSkip)
+	}
+}
+
+// setup fills the globals and returns what undoes it. It sets setupSkip for
+// what a developer's machine may lack (the engine, busybox) and setupErr for
+// everything else.
+func setup() (cleanup func()) {
+	var undo []func()
+	cleanup = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	fail := func(err error) func() { setupErr = err; return cleanup }
+
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	runID = hex.EncodeToString(b[:])
+
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "cmd", "cri-compose")); err != nil {
+		return fail(fmt.Errorf("repository root not found from the test's folder: %w", err))
+	}
+	repoRoot = root
+
+	engine, err = dockerapi.New("")
+	if err != nil {
+		return fail(fmt.Errorf("docker client: %w", err))
+	}
+	undo = append(undo, func() { engine.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	_, err = engine.Ping(ctx)
+	cancel()
+	if err != nil {
+		setupSkip = fmt.Sprintf("no Docker engine answers at %s (bash hack/ensure-docker.sh starts one): %v", engine.Host(), err)
+		return cleanup
+	}
+
+	// runDir names the run and holds its pid: sweepStaleRuns tells live
+	// runs from dead ones by it.
+	if runDir, err = os.MkdirTemp("", "cce2e-"+runID+"-"); err != nil {
+		return fail(err)
+	}
+	if err := os.WriteFile(filepath.Join(runDir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return fail(err)
+	}
+	sweepStaleRuns()
+	undo = append(undo, func() {
+		if err := os.RemoveAll(runDir); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: cleanup: %v\n", err)
+		}
+	})
+
+	// The busybox image: loaded into the engine for tests that need no
+	// pull, pushed to the registry for those that pull.
+	localImage = "localhost/cri-compose/e2e-busybox:" + runID
+	var archive bytes.Buffer
+	if _, err := images.BusyboxArchive(&archive, localImage); err != nil {
+		if errors.Is(err, images.ErrNoBusybox) {
+			setupSkip = err.Error()
+			return cleanup
+		}
+		return fail(err)
+	}
+
+	// The binaries, built concurrently: cri-compose always (it is what is
+	// tested), crictl and compose only on the first run on this machine.
+	ctx, cancel = context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	var (
+		wg                      sync.WaitGroup
+		buildErr, crictlErr     error
+		composeBin              string
+		crictlTook, composeTook time.Duration
+	)
+	criComposeBin = filepath.Join(runDir, "cri-compose")
+	wg.Add(3)
+	go func() {
+		defer wg.Done()
+		flags := []string{"build", "-o", criComposeBin}
+		if raceEnabled {
+			flags = append(flags, "-race")
+		}
+		_, buildErr = goCmd(ctx, repoRoot, append(flags, "./cmd/cri-compose")...)
+	}()
+	go func() {
+		defer wg.Done()
+		crictlBin, crictlTook, crictlErr = buildCrictl(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		composeBin, composeTook, composeV2Err = buildCompose(ctx)
+	}()
+
+	// Meanwhile: the image and the registry.
+	ictx, icancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer icancel()
+	if err := engine.ImageLoad(ictx, bytes.NewReader(archive.Bytes())); err != nil {
+		wg.Wait()
+		return fail(fmt.Errorf("load %s: %w", localImage, err))
+	}
+	undo = append(undo, func() { removeImage(localImage) })
+	if reg, err = startRegistry(); err != nil {
+		wg.Wait()
+		return fail(fmt.Errorf("test registry: %w", err))
+	}
+	undo = append(undo, reg.Close)
+	const mirrorRegistry = "registry.k8s.io"
+	regPath := "e2e-" + runID + "/busybox:1.0"
+	mirrorPath := "e2e-" + runID + "/mirrored/busybox:1.0"
+	regImage = reg.Host + "/" + regPath
+	mirrorImage = mirrorRegistry + "/" + mirrorPath
+	if err := reg.pushArchive(ictx, archive.Bytes(), regPath, mirrorPath); err != nil {
+		wg.Wait()
+		return fail(err)
+	}
+	// crictl pulls them into the engine: remove what it may have left.
+	undo = append(undo, func() {
+		removeImage(regImage)
+		removeImage(mirrorImage)
+		removeImage(reg.Host + "/" + mirrorPath)
+	})
+
+	wg.Wait()
+	if buildErr != nil {
+		return fail(fmt.Errorf("build cri-compose: %w", buildErr))
+	}
+	if crictlErr != nil {
+		return fail(fmt.Errorf("crictl: %w", crictlErr))
+	}
+	if crictlTook > 0 {
+		fmt.Fprintf(os.Stderr, "e2e: built %s in %v (cached for later runs)\n", crictlBin, crictlTook.Round(time.Millisecond))
+	}
+	dockerConfig = filepath.Join(runDir, "docker-config")
+	if err := os.MkdirAll(dockerConfig, 0o700); err != nil {
+		return fail(err)
+	}
+	if composeV2Err == nil {
+		if composeTook > 0 {
+			fmt.Fprintf(os.Stderr, "e2e: built %s in %v (cached for later runs)\n", composeBin, composeTook.Round(time.Millisecond))
+		}
+		if _, err := exec.LookPath("docker"); err != nil {
+			composeV2Err = fmt.Errorf("no docker CLI to run the compose plugin: %w", err)
+		} else if v, err := installComposePlugin(ctx, dockerConfig, composeBin); err != nil {
+			composeV2Err = err
+		} else {
+			fmt.Fprintf(os.Stderr, "e2e: docker compose %s installed as a plugin in DOCKER_CONFIG=%s\n", v, dockerConfig)
+		}
+	}
+	if composeV2Err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: no docker compose v2: %v\n", composeV2Err)
+	}
+	return cleanup
+}
+
+// removeImage untags ref in the engine (the image goes when its last name
+// does); missing is fine.
+func removeImage(ref string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := engine.ImageRemove(ctx, ref, false); err != nil && !dockerapi.IsNotFound(err) {
+		fmt.Fprintf(os.Stderr, "e2e: cleanup: remove image %s: %v\n", ref, err)
+	}
+}
+
+// daemonNames are the names tests give newDaemon: each daemon's network is
+// cce2e-<run>-<name>, which sweepStaleRuns removes for runs that died.
+var daemonNames = []string{"life", "exit", "one", "two"}
+
+var e2eNamespace = regexp.MustCompile(`^e2e-([0-9a-f]{8})-[a-z]+$`)
+
+// sweepStaleRuns removes what earlier runs that died before their cleanup
+// (killed, timed out) left behind: their pods' containers, which would run
+// forever, their networks, images and temp dirs. A run is alive while the
+// process in its runDir's pid file is.
+func sweepStaleRuns() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ctrs, err := engine.ContainerList(ctx, "io.kubernetes.pod.namespace")
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: sweep: %v\n", err)
+		return
+	}
+	stale := map[string]bool{}
+	for _, c := range ctrs {
+		m := e2eNamespace.FindStringSubmatch(c.Labels["io.kubernetes.pod.namespace"])
+		if m == nil || m[1] == runID || runAlive(m[1]) {
+			continue
+		}
+		stale[m[1]] = true
+		if err := engine.ContainerRemove(ctx, c.ID); err != nil && !dockerapi.IsNotFound(err) {
+			fmt.Fprintf(os.Stderr, "e2e: sweep: remove container %s: %v\n", c.ID[:12], err)
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "cce2e-*-*"))
+	for _, d := range dirs {
+		run, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), "cce2e-"), "-")
+		if run != runID && !runAlive(run) {
+			stale[run] = true
+			_ = os.RemoveAll(d)
+		}
+	}
+	for run := range stale {
+		fmt.Fprintf(os.Stderr, "e2e: removed what the dead run %s left behind\n", run)
+		for _, n := range daemonNames {
+			if err := engine.NetworkRemove(ctx, "cce2e-"+run+"-"+n); err != nil && !dockerapi.IsNotFound(err) {
+				fmt.Fprintf(os.Stderr, "e2e: sweep: remove network: %v\n", err)
+			}
+		}
+		removeImage("localhost/cri-compose/e2e-busybox:" + run)
+		for _, pattern := range []string{"*/e2e-" + run + "/busybox", "*/e2e-" + run + "/mirrored/busybox"} {
+			imgs, _ := engine.ImageList(ctx, pattern)
+			for _, img := range imgs {
+				for _, tag := range img.RepoTags {
+					if strings.Contains(tag, "/e2e-"+run+"/") {
+						removeImage(tag)
+					}
+				}
+			}
+		}
+	}
+}
+
+// runAlive tells whether the run with that id still runs.
+func runAlive(run string) bool {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "cce2e-"+run+"-*"))
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join(d, "pid"))
+		if err != nil {
+			// Just made, pid not written yet: alive.
+			if fi, err := os.Stat(d); err == nil && time.Since(fi.ModTime()) < time.Minute {
+				return true
+			}
+			continue
+		}
+		if pid, err := strconv.Atoi(string(b)); err == nil && pid > 0 && syscall.Kill(pid, 0) == nil {
+			return true
+		}
+	}
+	return false
+}
