@@ -9,6 +9,9 @@ import (
 
 // ListContainers answers from the store.
 func (s *Server) ListContainers(ctx context.Context, r *runtime.ListContainersRequest) (*runtime.ListContainersResponse, error) {
+	if err := s.store.waitSynced(ctx); err != nil {
+		return nil, grpcError(err)
+	}
 	f := r.GetFilter()
 	var out []*runtime.Container
 	for _, c := range s.store.listContainers() {

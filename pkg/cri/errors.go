@@ -16,6 +16,7 @@ var (
 	errNotFound      = errors.New("not found")
 	errAlreadyExists = errors.New("already exists")
 	errPrecondition  = errors.New("failed precondition")
+	errUnavailable   = errors.New("unavailable")
 )
 
 // grpcError maps any error to a gRPC status, in one place: typed engine
@@ -39,6 +40,8 @@ func codeOf(err error) codes.Code {
 		return codes.AlreadyExists
 	case errors.Is(err, errPrecondition):
 		return codes.FailedPrecondition
+	case errors.Is(err, errUnavailable):
+		return codes.Unavailable
 	case errors.Is(err, sandbox.ErrInvalid):
 		return codes.InvalidArgument
 	case errors.Is(err, context.DeadlineExceeded):

@@ -9,6 +9,9 @@ import (
 
 // ListPodSandbox answers from the store.
 func (s *Server) ListPodSandbox(ctx context.Context, r *runtime.ListPodSandboxRequest) (*runtime.ListPodSandboxResponse, error) {
+	if err := s.store.waitSynced(ctx); err != nil {
+		return nil, grpcError(err)
+	}
 	f := r.GetFilter()
 	var out []*runtime.PodSandbox
 	for _, sb := range s.store.listSandboxes() {

@@ -73,6 +73,9 @@ type store struct {
 	// synced is set once a resync has read every pod and container from
 	// the engine: until then the store may be missing pods that exist.
 	synced atomic.Bool
+	// syncedCh is closed when synced is first set.
+	syncedCh   chan struct{}
+	syncedOnce sync.Once
 
 	mu         sync.RWMutex
 	sandboxes  map[string]sandboxRec
@@ -93,7 +96,7 @@ type store struct {
 }
 
 func newStore(d *dockerapi.Client, network string) *store {
-	return &store{docker: d, network: network, sandboxes: map[string]sandboxRec{}, containers: map[string]containerRec{}}
+	return &store{docker: d, network: network, syncedCh: make(chan struct{}), sandboxes: map[string]sandboxRec{}, containers: map[string]containerRec{}}
 }
 
 func (s *store) lock(id string) func() {
@@ -285,6 +288,7 @@ func (s *store) resync(ctx context.Context) error {
 	// Every pod was read (one that could not be is logged by the caller
 	// and must not keep the runtime from ever being ready).
 	s.synced.Store(true)
+	s.syncedOnce.Do(func() { close(s.syncedCh) })
 	return firstErr
 }
 
@@ -305,6 +309,25 @@ func sameDir(a, b string) bool {
 	aa, err1 := filepath.Abs(a)
 	bb, err2 := filepath.Abs(b)
 	return err1 == nil && err2 == nil && aa == bb
+}
+
+// waitSynced holds a read until the store has been filled from the engine
+// once, so that a client that did not wait for Status (a script, a person
+// with crictl) is never told right after a restart that pods are gone.
+func (s *store) waitSynced(ctx context.Context) error {
+	if s.synced.Load() {
+		return nil
+	}
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case <-s.syncedCh:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return fmt.Errorf("the runtime is still reading pods from the engine: %w", errUnavailable)
+	}
 }
 
 // lookup helpers accept a full id or a unique prefix, as crictl users type.
