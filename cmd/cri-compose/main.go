@@ -26,16 +26,18 @@ import (
 // fileConfig is the optional YAML config file; flags given on the command
 // line win over it.
 type fileConfig struct {
-	Listen          string              `json:"listen"`
-	SocketGroup     string              `json:"socketGroup"`
-	DockerHost      string              `json:"dockerHost"`
-	StateDir        string              `json:"stateDir"`
-	Network         string              `json:"network"`
-	NetworkSubnet   string              `json:"networkSubnet"`
-	PodInfraImage   string              `json:"podInfraImage"`
-	RegistryMirrors map[string][]string `json:"registryMirrors"`
-	LogLevel        *int                `json:"logLevel"`
-	StreamAddress   string              `json:"streamAddress"` // exec/attach/port-forward server
+	Listen          string              `json:"listen" flag:"listen"`
+	SocketGroup     string              `json:"socketGroup" flag:"socket-group"`
+	DockerHost      string              `json:"dockerHost" flag:"docker-host"`
+	StateDir        string              `json:"stateDir" flag:"state-dir"`
+	Network         string              `json:"network" flag:"network"`
+	NetworkSubnet   string              `json:"networkSubnet" flag:"network-subnet"`
+	PodInfraImage   string              `json:"podInfraImage" flag:"pod-infra-image"`
+	RegistryMirrors map[string][]string `json:"registryMirrors" flag:"registry-mirror"`
+	LogLevel        *int                `json:"logLevel" flag:"v"`
+	StreamAddress   string              `json:"streamAddress" flag:"stream-address"` // exec/attach/port-forward server
+	MetricsAddress  string              `json:"metricsAddress" flag:"metrics-address"`
+	OTLPEndpoint    string              `json:"otlpEndpoint" flag:"otlp-endpoint"`
 }
 
 type stringList []string
@@ -44,6 +46,9 @@ func (l *stringList) String() string     { return strings.Join(*l, " ") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func main() {
+	if len(os.Args) > 1 && subcommands[os.Args[1]] != nil { // commands.go
+		os.Exit(subcommands[os.Args[1]](os.Args[2:]))
+	}
 	if err := run(); err != nil {
 		klog.ErrorS(err, "cri-compose failed")
 		klog.Flush()
@@ -52,31 +57,16 @@ func main() {
 }
 
 func run() error {
-	var (
-		fc      fileConfig
-		mirrors stringList
-		cfgFile string
-	)
-	fs := flag.NewFlagSet("cri-compose", flag.ExitOnError)
-	klog.InitFlags(fs)
-	fs.StringVar(&cfgFile, "config", "", "YAML config file (flags given on the command line override it)")
-	fs.StringVar(&fc.Listen, "listen", "unix:///run/cri-compose/cri-compose.sock", "CRI socket to serve")
-	fs.StringVar(&fc.SocketGroup, "socket-group", "", "group owning the CRI socket (mode 0660)")
-	fs.StringVar(&fc.DockerHost, "docker-host", "", "Docker Engine endpoint (default: $DOCKER_HOST or the local socket)")
-	fs.StringVar(&fc.StateDir, "state-dir", "/var/lib/cri-compose", "folder for compose files and other derived state")
-	fs.StringVar(&fc.Network, "network", "cri-compose", "bridge network every pod joins (created if missing)")
-	fs.StringVar(&fc.NetworkSubnet, "network-subnet", "", "subnet of the pod network when it is created (default: the engine picks)")
-	fs.StringVar(&fc.PodInfraImage, "pod-infra-image", "", "infra (pause) image (default: the built-in one, loaded into the engine)")
-	fs.Var(&mirrors, "registry-mirror", "registry mirror as host=endpoint[,endpoint…], e.g. registry.k8s.io=http://127.0.0.1:5000 (repeatable)")
-	fs.StringVar(&fc.StreamAddress, "stream-address", cri.DefaultStreamAddress, "host:port of the streaming server for exec, attach and port-forward (port 0: a free port)")
-	version := fs.Bool("version", false, "print the version and exit")
+	var o options
+	fs := newFlags("cri-compose", &o) // flags.go
 	_ = fs.Parse(os.Args[1:])
-	if *version {
+	fc, mirrors := &o.fileConfig, o.mirrors
+	if o.version {
 		fmt.Println("cri-compose", cri.Version)
 		return nil
 	}
-	if cfgFile != "" {
-		if err := mergeFile(fs, cfgFile, &fc); err != nil {
+	if o.configFile != "" {
+		if err := mergeFile(fs, o.configFile, fc); err != nil {
 			return err
 		}
 	}
@@ -99,7 +89,12 @@ func run() error {
 		}
 	}
 
-	d, err := dockerapi.New(fc.DockerHost)
+	tel, err := startTelemetry(fc) // telemetry.go: --metrics-address, --otlp-endpoint
+	if err != nil {
+		return err
+	}
+	defer tel.shutdown()
+	d, err := dockerapi.New(fc.DockerHost, tel.dockerOptions()...)
 	if err != nil {
 		return err
 	}
@@ -117,8 +112,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	g := grpc.NewServer()
+	g := grpc.NewServer(tel.serverOptions()...)
 	srv.Register(g)
+	if err := tel.serveMetrics(d.Collectors(), srv.Collectors()); err != nil {
+		l.Close()
+		return err
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -176,6 +175,8 @@ func mergeFile(fs *flag.FlagSet, path string, fc *fileConfig) error {
 	pick("network-subnet", &fc.NetworkSubnet, file.NetworkSubnet)
 	pick("pod-infra-image", &fc.PodInfraImage, file.PodInfraImage)
 	pick("stream-address", &fc.StreamAddress, file.StreamAddress)
+	pick("metrics-address", &fc.MetricsAddress, file.MetricsAddress) // issue 8
+	pick("otlp-endpoint", &fc.OTLPEndpoint, file.OTLPEndpoint)       // issue 8
 	fc.RegistryMirrors = file.RegistryMirrors
 	if file.LogLevel != nil && !set["v"] {
 		_ = fs.Set("v", fmt.Sprint(*file.LogLevel))

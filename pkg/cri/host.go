@@ -86,3 +86,18 @@ func lastCap() int {
 	}
 	return n
 }
+
+// --- exported for cri-compose doctor (pkg/doctor) ---
+
+// HostFacts reports what the runtime will respect about the engine's host,
+// exactly as it decides it when it prepares the engine: the capabilities
+// of the bounding set (nil when not read: a remote engine or no
+// /proc/self/status), whether privileged containers get every capability,
+// whether a negative oom_score_adj is allowed, and AppArmor.
+func HostFacts(info system.Info, local bool) sandbox.Host { return hostFacts(info, local) }
+
+// KernelCapabilities names the capabilities this kernel knows, up to
+// /proc/sys/kernel/cap_last_cap.
+func KernelCapabilities() []string {
+	return append([]string(nil), capNames[:min(lastCap()+1, len(capNames))]...)
+}

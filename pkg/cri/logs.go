@@ -21,6 +21,8 @@ type logPumps struct {
 	mu    sync.Mutex
 	pumps map[string]*pump
 	wg    sync.WaitGroup
+
+	counters crilog.Counters // bytes written and drops of every pump (metrics.go)
 }
 
 type pump struct {
@@ -53,6 +55,7 @@ func (l *logPumps) ensure(ctx context.Context, id, path string, tty bool, runnin
 		klog.ErrorS(err, "Cannot open container log", "container", id, "path", path)
 		return
 	}
+	w.CountInto(&l.counters) // metrics.go
 	since, err := crilog.LastTimestamp(path)
 	if err != nil {
 		klog.InfoS("Log file has no readable last line; reading the engine's log from the start", "container", id, "err", err)

@@ -2,6 +2,7 @@ package dockerapi
 
 import (
 	"context"
+	"time"
 
 	"github.com/moby/moby/client"
 )
@@ -14,7 +15,8 @@ type AttachConfig struct {
 // ContainerAttach attaches to the stdio of container id from now on (no
 // earlier output). Reader carries the output, multiplexed unless the
 // container has a TTY; Conn takes the input when Stdin is set.
-func (c *Client) ContainerAttach(ctx context.Context, id string, cfg AttachConfig) (*Stream, error) {
+func (c *Client) ContainerAttach(ctx context.Context, id string, cfg AttachConfig) (_ *Stream, err error) {
+	defer c.observe("attach to", time.Now(), &err)
 	r, err := c.api.ContainerAttach(ctx, id, client.ContainerAttachOptions{
 		Stream: true, Stdin: cfg.Stdin, Stdout: cfg.Stdout, Stderr: cfg.Stderr,
 	})
@@ -25,8 +27,9 @@ func (c *Client) ContainerAttach(ctx context.Context, id string, cfg AttachConfi
 }
 
 // ContainerResize changes the size of a container's TTY.
-func (c *Client) ContainerResize(ctx context.Context, id string, height, width uint) error {
-	_, err := c.api.ContainerResize(ctx, id, client.ContainerResizeOptions{Height: height, Width: width})
+func (c *Client) ContainerResize(ctx context.Context, id string, height, width uint) (err error) {
+	defer c.observe("resize tty of", time.Now(), &err)
+	_, err = c.api.ContainerResize(ctx, id, client.ContainerResizeOptions{Height: height, Width: width})
 	return wrap("resize tty of", id, err)
 }
 

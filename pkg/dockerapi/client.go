@@ -6,6 +6,7 @@ package dockerapi
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/moby/moby/api/types/system"
 	"github.com/moby/moby/client"
@@ -19,17 +20,19 @@ const MinAPIVersion = "1.41"
 type Client struct {
 	api  *client.Client
 	host string
+	m    *metrics // metrics.go
 }
 
 // New returns a client for host ("unix:///var/run/docker.sock", "tcp://…");
 // an empty host means DOCKER_HOST or the platform default. It does not
 // contact the engine: the API version is negotiated on the first call, so
 // cri-compose can start while the engine is down and report it not ready.
-func New(host string) (*Client, error) {
+func New(host string, options ...Option) (*Client, error) {
 	opts := []client.Opt{client.FromEnv}
 	if host != "" {
 		opts = append(opts, client.WithHost(host))
 	}
+	opts = append(opts, clientOpts(options)...) // options.go
 	c, err := client.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("docker client for %q: %w", host, err)
@@ -37,7 +40,7 @@ func New(host string) (*Client, error) {
 	if host == "" {
 		host = c.DaemonHost()
 	}
-	return &Client{api: c, host: host}, nil
+	return &Client{api: c, host: host, m: newMetrics()}, nil
 }
 
 // Host is the engine endpoint this client talks to.
@@ -57,7 +60,8 @@ func (c *Client) APIVersion() string { return c.api.ClientVersion() }
 
 // Ping checks that the engine answers and negotiates the API version; it
 // refuses engines older than MinAPIVersion.
-func (c *Client) Ping(ctx context.Context) (string, error) {
+func (c *Client) Ping(ctx context.Context) (_ string, err error) {
+	defer c.observe("ping engine", time.Now(), &err)
 	p, err := c.api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 	if err != nil {
 		return "", wrap("ping engine", c.host, err)
@@ -76,7 +80,8 @@ type Version struct {
 }
 
 // ServerVersion returns the engine's version.
-func (c *Client) ServerVersion(ctx context.Context) (Version, error) {
+func (c *Client) ServerVersion(ctx context.Context) (_ Version, err error) {
+	defer c.observe("engine version", time.Now(), &err)
 	v, err := c.api.ServerVersion(ctx, client.ServerVersionOptions{})
 	if err != nil {
 		return Version{}, wrap("engine version", c.host, err)
@@ -85,7 +90,8 @@ func (c *Client) ServerVersion(ctx context.Context) (Version, error) {
 }
 
 // Info returns the engine's system information.
-func (c *Client) Info(ctx context.Context) (system.Info, error) {
+func (c *Client) Info(ctx context.Context) (_ system.Info, err error) {
+	defer c.observe("engine info", time.Now(), &err)
 	r, err := c.api.Info(ctx, client.InfoOptions{})
 	if err != nil {
 		return system.Info{}, wrap("engine info", c.host, err)

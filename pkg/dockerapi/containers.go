@@ -12,7 +12,8 @@ import (
 )
 
 // ContainerCreate creates a container named name and returns its id.
-func (c *Client) ContainerCreate(ctx context.Context, name string, cfg *container.Config, hc *container.HostConfig, nc *network.NetworkingConfig) (string, error) {
+func (c *Client) ContainerCreate(ctx context.Context, name string, cfg *container.Config, hc *container.HostConfig, nc *network.NetworkingConfig) (_ string, err error) {
+	defer c.observe("create container", time.Now(), &err)
 	r, err := c.api.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Name: name, Config: cfg, HostConfig: hc, NetworkingConfig: nc,
 	})
@@ -23,14 +24,16 @@ func (c *Client) ContainerCreate(ctx context.Context, name string, cfg *containe
 }
 
 // ContainerStart starts a created container.
-func (c *Client) ContainerStart(ctx context.Context, id string) error {
-	_, err := c.api.ContainerStart(ctx, id, client.ContainerStartOptions{})
+func (c *Client) ContainerStart(ctx context.Context, id string) (err error) {
+	defer c.observe("start container", time.Now(), &err)
+	_, err = c.api.ContainerStart(ctx, id, client.ContainerStartOptions{})
 	return wrap("start container", id, err)
 }
 
 // ContainerStop sends the container's stop signal, waits up to timeout and
 // then kills it (the engine does both). A negative timeout waits forever.
-func (c *Client) ContainerStop(ctx context.Context, id string, timeout time.Duration) error {
+func (c *Client) ContainerStop(ctx context.Context, id string, timeout time.Duration) (err error) {
+	defer c.observe("stop container", time.Now(), &err)
 	secs := int(timeout / time.Second)
 	if timeout > 0 && timeout%time.Second != 0 {
 		secs++ // round up: never kill earlier than asked
@@ -38,24 +41,27 @@ func (c *Client) ContainerStop(ctx context.Context, id string, timeout time.Dura
 	if timeout < 0 {
 		secs = -1
 	}
-	_, err := c.api.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs})
+	_, err = c.api.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs})
 	return wrap("stop container", id, err)
 }
 
 // ContainerKill sends signal ("" means SIGKILL).
-func (c *Client) ContainerKill(ctx context.Context, id, signal string) error {
-	_, err := c.api.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: signal})
+func (c *Client) ContainerKill(ctx context.Context, id, signal string) (err error) {
+	defer c.observe("kill container", time.Now(), &err)
+	_, err = c.api.ContainerKill(ctx, id, client.ContainerKillOptions{Signal: signal})
 	return wrap("kill container", id, err)
 }
 
 // ContainerRemove force-removes a container and its anonymous volumes.
-func (c *Client) ContainerRemove(ctx context.Context, id string) error {
-	_, err := c.api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+func (c *Client) ContainerRemove(ctx context.Context, id string) (err error) {
+	defer c.observe("remove container", time.Now(), &err)
+	_, err = c.api.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	return wrap("remove container", id, err)
 }
 
 // ContainerInspect returns the engine's full view of one container.
-func (c *Client) ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error) {
+func (c *Client) ContainerInspect(ctx context.Context, id string) (_ container.InspectResponse, err error) {
+	defer c.observe("inspect container", time.Now(), &err)
 	r, err := c.api.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
 		return container.InspectResponse{}, wrap("inspect container", id, err)
@@ -65,7 +71,8 @@ func (c *Client) ContainerInspect(ctx context.Context, id string) (container.Ins
 
 // ContainerList lists all containers (running or not) carrying every label
 // in labels ("key" or "key=value").
-func (c *Client) ContainerList(ctx context.Context, labels ...string) ([]container.Summary, error) {
+func (c *Client) ContainerList(ctx context.Context, labels ...string) (_ []container.Summary, err error) {
+	defer c.observe("list containers", time.Now(), &err)
 	f := client.Filters{}
 	if len(labels) > 0 {
 		f.Add("label", labels...)
@@ -78,14 +85,16 @@ func (c *Client) ContainerList(ctx context.Context, labels ...string) ([]contain
 }
 
 // ContainerUpdate changes a container's resources.
-func (c *Client) ContainerUpdate(ctx context.Context, id string, res *container.Resources) error {
-	_, err := c.api.ContainerUpdate(ctx, id, client.ContainerUpdateOptions{Resources: res})
+func (c *Client) ContainerUpdate(ctx context.Context, id string, res *container.Resources) (err error) {
+	defer c.observe("update container", time.Now(), &err)
+	_, err = c.api.ContainerUpdate(ctx, id, client.ContainerUpdateOptions{Resources: res})
 	return wrap("update container", id, err)
 }
 
 // ContainerLogs follows a container's stdout and stderr with timestamps from
 // since on. The stream is multiplexed unless the container has a TTY.
-func (c *Client) ContainerLogs(ctx context.Context, id string, since time.Time, follow bool) (io.ReadCloser, error) {
+func (c *Client) ContainerLogs(ctx context.Context, id string, since time.Time, follow bool) (_ io.ReadCloser, err error) {
+	defer c.observe("container logs", time.Now(), &err)
 	opts := client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Follow: follow}
 	if !since.IsZero() {
 		opts.Since = strconv.FormatInt(since.Unix(), 10) + "." + leftPad9(since.Nanosecond())
@@ -107,7 +116,8 @@ func leftPad9(n int) string {
 
 // CopyFromContainer returns a tar stream of path inside the container (which
 // may be stopped).
-func (c *Client) CopyFromContainer(ctx context.Context, id, path string) (io.ReadCloser, error) {
+func (c *Client) CopyFromContainer(ctx context.Context, id, path string) (_ io.ReadCloser, err error) {
+	defer c.observe("copy from container", time.Now(), &err)
 	r, err := c.api.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: path})
 	if err != nil {
 		return nil, wrap("copy from container", id+":"+path, err)

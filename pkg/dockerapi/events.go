@@ -107,6 +107,7 @@ func (e *Events) Run(ctx context.Context) {
 			return
 		}
 		klog.V(2).InfoS("Engine event stream ended; reconnecting", "err", err, "backoff", backoff)
+		e.c.streamRetry() // metrics.go
 		select {
 		case <-ctx.Done():
 			return
@@ -139,6 +140,7 @@ func (e *Events) follow(ctx context.Context, since *time.Time, connected func())
 			}
 			t := time.Unix(0, m.TimeNano)
 			*since = t
+			e.c.eventSeen(t) // metrics.go: lag
 			e.publish(Event{Action: m.Action, ID: m.Actor.ID, Attributes: m.Actor.Attributes, Time: t})
 		case err := <-r.Err:
 			return wrap("follow events", e.c.host, err)

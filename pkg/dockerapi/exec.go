@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net"
+	"time"
 
 	"github.com/moby/moby/client"
 )
@@ -33,7 +34,8 @@ type ExecState struct {
 }
 
 // ExecCreate prepares a process in container id and returns the exec id.
-func (c *Client) ExecCreate(ctx context.Context, id string, cfg ExecConfig) (string, error) {
+func (c *Client) ExecCreate(ctx context.Context, id string, cfg ExecConfig) (_ string, err error) {
+	defer c.observe("create exec in", time.Now(), &err)
 	r, err := c.api.ExecCreate(ctx, id, client.ExecCreateOptions{
 		Cmd: cfg.Cmd, TTY: cfg.Tty, AttachStdin: cfg.Stdin, AttachStdout: cfg.Stdout, AttachStderr: cfg.Stderr,
 	})
@@ -44,7 +46,8 @@ func (c *Client) ExecCreate(ctx context.Context, id string, cfg ExecConfig) (str
 }
 
 // ExecAttach starts an exec'd process and returns its streams.
-func (c *Client) ExecAttach(ctx context.Context, execID string, tty bool) (*Stream, error) {
+func (c *Client) ExecAttach(ctx context.Context, execID string, tty bool) (_ *Stream, err error) {
+	defer c.observe("start exec", time.Now(), &err)
 	r, err := c.api.ExecAttach(ctx, execID, client.ExecAttachOptions{TTY: tty})
 	if err != nil {
 		return nil, wrap("start exec", execID, err)
@@ -53,7 +56,8 @@ func (c *Client) ExecAttach(ctx context.Context, execID string, tty bool) (*Stre
 }
 
 // ExecInspect reports an exec'd process's state.
-func (c *Client) ExecInspect(ctx context.Context, execID string) (ExecState, error) {
+func (c *Client) ExecInspect(ctx context.Context, execID string) (_ ExecState, err error) {
+	defer c.observe("inspect exec", time.Now(), &err)
 	r, err := c.api.ExecInspect(ctx, execID, client.ExecInspectOptions{})
 	if err != nil {
 		return ExecState{}, wrap("inspect exec", execID, err)
@@ -62,7 +66,8 @@ func (c *Client) ExecInspect(ctx context.Context, execID string) (ExecState, err
 }
 
 // ExecResize changes an exec'd process's terminal size.
-func (c *Client) ExecResize(ctx context.Context, execID string, height, width uint) error {
-	_, err := c.api.ExecResize(ctx, execID, client.ExecResizeOptions{Height: height, Width: width})
+func (c *Client) ExecResize(ctx context.Context, execID string, height, width uint) (err error) {
+	defer c.observe("resize exec", time.Now(), &err)
+	_, err = c.api.ExecResize(ctx, execID, client.ExecResizeOptions{Height: height, Width: width})
 	return wrap("resize exec", execID, err)
 }

@@ -3,6 +3,7 @@ package dockerapi
 import (
 	"context"
 	"io"
+	"time"
 
 	"github.com/moby/moby/api/pkg/authconfig"
 	"github.com/moby/moby/api/types/image"
@@ -12,7 +13,8 @@ import (
 
 // ImagePull pulls ref (a normalized reference) with optional credentials and
 // waits until the engine has it.
-func (c *Client) ImagePull(ctx context.Context, ref string, auth *registry.AuthConfig) error {
+func (c *Client) ImagePull(ctx context.Context, ref string, auth *registry.AuthConfig) (err error) {
+	defer c.observe("pull image", time.Now(), &err)
 	var opts client.ImagePullOptions
 	if auth != nil {
 		enc, err := authconfig.Encode(*auth)
@@ -31,7 +33,8 @@ func (c *Client) ImagePull(ctx context.Context, ref string, auth *registry.AuthC
 }
 
 // ImageInspect returns the engine's view of an image by name, id or digest.
-func (c *Client) ImageInspect(ctx context.Context, ref string) (image.InspectResponse, error) {
+func (c *Client) ImageInspect(ctx context.Context, ref string) (_ image.InspectResponse, err error) {
+	defer c.observe("inspect image", time.Now(), &err)
 	r, err := c.api.ImageInspect(ctx, ref)
 	if err != nil {
 		return image.InspectResponse{}, wrap("inspect image", ref, err)
@@ -41,7 +44,8 @@ func (c *Client) ImageInspect(ctx context.Context, ref string) (image.InspectRes
 
 // ImageList lists the engine's images; reference filters by name pattern
 // when not empty.
-func (c *Client) ImageList(ctx context.Context, reference string) ([]image.Summary, error) {
+func (c *Client) ImageList(ctx context.Context, reference string) (_ []image.Summary, err error) {
+	defer c.observe("list images", time.Now(), &err)
 	f := client.Filters{}
 	if reference != "" {
 		f.Add("reference", reference)
@@ -55,19 +59,22 @@ func (c *Client) ImageList(ctx context.Context, reference string) ([]image.Summa
 
 // ImageRemove removes an image name (untagging it when other names remain) or
 // an image id with all its names.
-func (c *Client) ImageRemove(ctx context.Context, ref string, force bool) error {
-	_, err := c.api.ImageRemove(ctx, ref, client.ImageRemoveOptions{Force: force, PruneChildren: true})
+func (c *Client) ImageRemove(ctx context.Context, ref string, force bool) (err error) {
+	defer c.observe("remove image", time.Now(), &err)
+	_, err = c.api.ImageRemove(ctx, ref, client.ImageRemoveOptions{Force: force, PruneChildren: true})
 	return wrap("remove image", ref, err)
 }
 
 // ImageTag gives image src the additional name target.
-func (c *Client) ImageTag(ctx context.Context, src, target string) error {
-	_, err := c.api.ImageTag(ctx, client.ImageTagOptions{Source: src, Target: target})
+func (c *Client) ImageTag(ctx context.Context, src, target string) (err error) {
+	defer c.observe("tag image", time.Now(), &err)
+	_, err = c.api.ImageTag(ctx, client.ImageTagOptions{Source: src, Target: target})
 	return wrap("tag image", src+" as "+target, err)
 }
 
 // ImageLoad loads a `docker save` archive into the engine.
-func (c *Client) ImageLoad(ctx context.Context, archive io.Reader) error {
+func (c *Client) ImageLoad(ctx context.Context, archive io.Reader) (err error) {
+	defer c.observe("load image", time.Now(), &err)
 	r, err := c.api.ImageLoad(ctx, archive, client.ImageLoadWithQuiet(true))
 	if err != nil {
 		return wrap("load image", "", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"sort"
+	"time"
 
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
@@ -11,7 +12,8 @@ import (
 
 // EnsureNetwork returns the id of the bridge network name, creating it (with
 // subnet when valid, and labels) if it does not exist yet.
-func (c *Client) EnsureNetwork(ctx context.Context, name string, subnet netip.Prefix, labels map[string]string) (string, error) {
+func (c *Client) EnsureNetwork(ctx context.Context, name string, subnet netip.Prefix, labels map[string]string) (_ string, err error) {
+	defer c.observe("ensure network", time.Now(), &err)
 	r, err := c.api.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
 	if err == nil {
 		return r.Network.ID, nil
@@ -77,7 +79,8 @@ func (c *Client) oldestNetwork(ctx context.Context, name string) (string, bool) 
 }
 
 // NetworkRemove removes a network.
-func (c *Client) NetworkRemove(ctx context.Context, name string) error {
-	_, err := c.api.NetworkRemove(ctx, name, client.NetworkRemoveOptions{})
+func (c *Client) NetworkRemove(ctx context.Context, name string) (err error) {
+	defer c.observe("remove network", time.Now(), &err)
+	_, err = c.api.NetworkRemove(ctx, name, client.NetworkRemoveOptions{})
 	return wrap("remove network", name, err)
 }

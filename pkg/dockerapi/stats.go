@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"time"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
@@ -19,9 +20,14 @@ type StatsSample = container.StatsResponse
 // and hands every sample to fn until ctx ends, the container stops or the
 // stream breaks. It returns nil when the engine ends the stream.
 func (c *Client) ContainerStatsStream(ctx context.Context, id string, fn func(StatsSample)) error {
+	start := time.Now()
 	r, err := c.api.ContainerStats(ctx, id, client.ContainerStatsOptions{Stream: true})
 	if err != nil {
-		return wrap("container stats", id, err)
+		err = wrap("container stats", id, err)
+	}
+	c.observe("container stats", start, &err) // until the stream is open
+	if err != nil {
+		return err
 	}
 	defer r.Body.Close()
 	dec := json.NewDecoder(r.Body)
@@ -43,7 +49,8 @@ func (c *Client) ContainerStatsStream(ctx context.Context, id string, fn func(St
 // ContainerSizes returns the size of the writable layer (SizeRw) of every
 // container carrying all labels, in one engine call. The engine walks each
 // container's layer for it: call it seldom.
-func (c *Client) ContainerSizes(ctx context.Context, labels ...string) (map[string]int64, error) {
+func (c *Client) ContainerSizes(ctx context.Context, labels ...string) (_ map[string]int64, err error) {
+	defer c.observe("list container sizes", time.Now(), &err)
 	f := client.Filters{}
 	if len(labels) > 0 {
 		f.Add("label", labels...)

@@ -62,6 +62,8 @@ type Writer struct {
 	path string
 	f    *os.File // nil once closed
 	buf  []byte   // reused so one record becomes one write(2)
+
+	counters *Counters // metrics.go; nil: not counted
 }
 
 // OpenWriter opens (creating it and its directory if needed) the log file at
@@ -102,6 +104,7 @@ func (w *Writer) WriteRecord(ts time.Time, stream Stream, partial bool, content 
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.f == nil {
+		w.counters.count(stream, 0, os.ErrClosed) // metrics.go
 		return fmt.Errorf("write log %s: %w", w.path, os.ErrClosed)
 	}
 	buf := w.buf[:0]
@@ -136,7 +139,9 @@ func (w *Writer) WriteRecord(ts time.Time, stream Stream, partial bool, content 
 	if len(buf) == 0 {
 		return nil
 	}
-	if _, err := w.f.Write(buf); err != nil {
+	n, err := w.f.Write(buf)
+	w.counters.count(stream, n, err) // metrics.go
+	if err != nil {
 		return fmt.Errorf("write log %s: %w", w.path, err)
 	}
 	return nil

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"flag"
+
+	"k8s.io/klog/v2"
+
+	"github.com/cri-compose/cri-compose/pkg/cri"
+)
+
+// options are cri-compose's settings: those of the config file
+// (fileConfig) and those that exist only on the command line.
+type options struct {
+	fileConfig
+	configFile string
+	mirrors    stringList
+	version    bool
+}
+
+// newFlags defines every flag of cri-compose, klog's included, bound to o.
+// docs/configuration.md is generated from it (config-reference).
+func newFlags(name string, o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	klog.InitFlags(fs)
+	fs.StringVar(&o.configFile, "config", "", "YAML config file (flags given on the command line override it)")
+	fs.StringVar(&o.Listen, "listen", "unix:///run/cri-compose/cri-compose.sock", "CRI socket to serve")
+	fs.StringVar(&o.SocketGroup, "socket-group", "", "group owning the CRI socket (mode 0660)")
+	fs.StringVar(&o.DockerHost, "docker-host", "", "Docker Engine endpoint (default: $DOCKER_HOST or the local socket)")
+	fs.StringVar(&o.StateDir, "state-dir", "/var/lib/cri-compose", "folder for compose files and other derived state")
+	fs.StringVar(&o.Network, "network", "cri-compose", "bridge network every pod joins (created if missing)")
+	fs.StringVar(&o.NetworkSubnet, "network-subnet", "", "subnet of the pod network when it is created (default: the engine picks)")
+	fs.StringVar(&o.PodInfraImage, "pod-infra-image", "", "infra (pause) image (default: the built-in one, loaded into the engine)")
+	fs.Var(&o.mirrors, "registry-mirror", "registry mirror as host=endpoint[,endpoint…], e.g. registry.k8s.io=http://127.0.0.1:5000 (repeatable)")
+	fs.StringVar(&o.StreamAddress, "stream-address", cri.DefaultStreamAddress, "host:port of the streaming server for exec, attach and port-forward (port 0: a free port)")
+	fs.StringVar(&o.MetricsAddress, "metrics-address", "", "host:port to serve Prometheus metrics on, at /metrics, e.g. 127.0.0.1:9090 (default: off)")
+	fs.StringVar(&o.OTLPEndpoint, "otlp-endpoint", "", "OpenTelemetry collector to send traces to over OTLP/gRPC: http://host:4317 (plain text), https://host:4317 (TLS) or host:port (plain text); OTEL_EXPORTER_OTLP_* and OTEL_TRACES_SAMPLER apply (default: off)")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	return fs
+}
+
+// parseOptions parses args into o and merges the config file, as the
+// server does; the subcommands that read the settings (doctor) use it.
+func parseOptions(fs *flag.FlagSet, o *options, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.configFile != "" {
+		return mergeFile(fs, o.configFile, &o.fileConfig)
+	}
+	return nil
+}

@@ -1,0 +1,266 @@
+package doctor
+
+import (
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+)
+
+// The checks, in report order.
+const (
+	CheckEngine       = "engine"
+	CheckVersion      = "engine version"
+	CheckStorage      = "storage driver"
+	CheckCgroups      = "cgroups"
+	CheckCapabilities = "capability bounding set"
+	CheckOOMScoreAdj  = "negative oom_score_adj"
+	CheckPrivileged   = "privileged containers"
+	CheckAppArmor     = "apparmor"
+	CheckSeccomp      = "seccomp"
+	CheckComposeV2    = "compose v2"
+	CheckComposeV1    = "compose v1"
+	CheckStateDir     = "state dir"
+	CheckSocket       = "cri socket"
+	CheckEngineSocket = "engine socket"
+	CheckClock        = "clock skew"
+)
+
+// MaxClockSkew is how far the engine's clock may be from this host's before
+// the clock check degrades: log timestamps, event lag and `since` filters
+// come from the engine's clock.
+const MaxClockSkew = time.Second
+
+// Evaluate judges the facts.
+func Evaluate(f Facts) Report {
+	var r Report
+	add := func(name string, s Status, format string, args ...any) {
+		r.Checks = append(r.Checks, Check{Name: name, Status: s, Detail: fmt.Sprintf(format, args...)})
+	}
+	engineUp := f.PingErr == nil
+	if engineUp {
+		add(CheckEngine, OK, "%s answers (API %s negotiated)", f.EngineHost, f.APIVersion)
+	} else {
+		add(CheckEngine, Fail, "%s: %v", f.EngineHost, f.PingErr)
+	}
+	unknown := func(name string, err error) bool {
+		switch {
+		case !engineUp:
+			add(name, Fail, "not checked: the engine does not answer")
+		case err != nil:
+			add(name, Fail, "%v", err)
+		default:
+			return false
+		}
+		return true
+	}
+
+	if !unknown(CheckVersion, f.VersionErr) {
+		add(CheckVersion, OK, "Docker Engine %s, API %s (cri-compose needs %s or newer; newer-API features degrade below their version)",
+			f.Version.Version, f.Version.APIVersion, dockerapi.MinAPIVersion)
+	}
+	if !unknown(CheckStorage, f.InfoErr) {
+		switch d := f.Info.Driver; d {
+		case "":
+			add(CheckStorage, Degraded, "the engine reports none")
+		case "vfs":
+			add(CheckStorage, Degraded, "vfs copies every image layer for every container: slow starts and a lot of disk")
+		default:
+			add(CheckStorage, OK, "%s", d)
+		}
+	}
+	if !unknown(CheckCgroups, f.InfoErr) {
+		drv, ver := f.Info.CgroupDriver, f.Info.CgroupVersion
+		if ver == "" {
+			ver = "1" // engines before API 1.40 do not say
+		}
+		switch drv {
+		case "none", "":
+			add(CheckCgroups, Degraded, "no cgroup driver (cgroup v%s): resource limits and container stats are unavailable", ver)
+		default:
+			add(CheckCgroups, OK, "%s driver, cgroup v%s", drv, ver)
+		}
+	}
+
+	evalCapabilities(f, add)
+
+	if !unknown(CheckAppArmor, f.InfoErr) {
+		if f.Host.AppArmor {
+			add(CheckAppArmor, OK, "enabled in the engine")
+		} else {
+			add(CheckAppArmor, Degraded, "not enabled in the engine: containers asking for a localhost AppArmor profile are refused (unconfined and runtime/default run unconfined)")
+		}
+	}
+	if !unknown(CheckSeccomp, f.InfoErr) {
+		if opt, ok := securityOption(f.Info.SecurityOptions, "seccomp"); ok {
+			add(CheckSeccomp, OK, "enabled in the engine (%s)", opt)
+		} else {
+			add(CheckSeccomp, Degraded, "not enabled in the engine: seccomp profiles (runtime/default, localhost) are not enforced")
+		}
+	}
+
+	switch {
+	case f.ComposeV2 != "":
+		add(CheckComposeV2, OK, "%s: operators can use `docker compose ls/ps/logs` on pods", f.ComposeV2)
+	default:
+		add(CheckComposeV2, Degraded, "no docker-compose CLI plugin in %s: operators cannot use `docker compose` on pods (cri-compose itself does not need it)",
+			strings.Join(f.PluginDirs, ", "))
+	}
+	switch {
+	case f.ComposeV1 != "":
+		kind := ""
+		if f.ComposeV1Kind != "" {
+			kind = " (" + f.ComposeV1Kind + ")"
+		}
+		add(CheckComposeV1, OK, "%s%s: lists a pod only when run in its project folder (<state dir>/projects/<project>)", f.ComposeV1, kind)
+	case f.ComposeV2 != "":
+		add(CheckComposeV1, OK, "no docker-compose on PATH (not needed: Compose v2 is there)")
+	default:
+		add(CheckComposeV1, Degraded, "no docker-compose on PATH either: operators have no Compose view of pods")
+	}
+
+	evalStateDir(f.StateDir, add)
+	evalSocket(f.Socket, f.SocketServed, add)
+	if f.EngineSocket.Path != "" {
+		evalEngineSocket(f.EngineSocket, engineUp, add)
+	}
+
+	if !unknown(CheckClock, f.InfoErr) {
+		evalClock(f, add)
+	}
+	return r
+}
+
+type addFunc func(name string, s Status, format string, args ...any)
+
+func evalCapabilities(f Facts, add addFunc) {
+	if f.Host.Capabilities == nil {
+		why := "cannot read this process's bounding set (/proc/self/status)"
+		if !f.EngineLocal {
+			why = fmt.Sprintf("the engine (%s) is not on this host", f.EngineHost)
+		}
+		add(CheckCapabilities, Degraded, "not checked: %s; cri-compose assumes every capability", why)
+		add(CheckOOMScoreAdj, Degraded, "not checked: assumed allowed")
+		add(CheckPrivileged, Degraded, "not checked: assumed possible")
+		return
+	}
+	var missing []string
+	for _, c := range f.KernelCaps {
+		if !slices.Contains(f.Host.Capabilities, c) {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) == 0 {
+		add(CheckCapabilities, OK, "all %d capabilities of the kernel", len(f.KernelCaps))
+	} else {
+		add(CheckCapabilities, Degraded, "missing %d of the kernel's %d: %s", len(missing), len(f.KernelCaps), strings.Join(missing, ", "))
+	}
+	if f.Host.NegativeOOMScoreAdj {
+		add(CheckOOMScoreAdj, OK, "allowed (CAP_SYS_RESOURCE is in the bounding set)")
+	} else {
+		add(CheckOOMScoreAdj, Degraded, "unavailable: CAP_SYS_RESOURCE is missing from the bounding set, so runc cannot lower oom_score_adj; negative values (pod sandboxes, Guaranteed pods) are raised to 0")
+	}
+	if f.Host.FullPrivileged {
+		add(CheckPrivileged, OK, "full: privileged containers get every capability")
+	} else {
+		add(CheckPrivileged, Degraded, "full privileged is unavailable (the bounding set lacks %s): privileged containers get the %d capabilities the host has, unconfined, with every device",
+			strings.Join(missing, ", "), len(f.Host.Capabilities))
+	}
+}
+
+// securityOption finds "name=<name>,…" in the engine's security options.
+func securityOption(opts []string, name string) (string, bool) {
+	for _, o := range opts {
+		for kv := range strings.SplitSeq(o, ",") {
+			if kv == "name="+name {
+				return o, true
+			}
+		}
+	}
+	return "", false
+}
+
+func describe(p PathInfo) string {
+	s := fmt.Sprintf("%s %s %s", p.Path, p.Mode.String(), p.Owner)
+	return strings.TrimSpace(s)
+}
+
+func evalStateDir(p PathInfo, add addFunc) {
+	switch {
+	case p.Path == "":
+		add(CheckStateDir, Fail, "no state dir set")
+	case p.Err != nil:
+		add(CheckStateDir, Fail, "%v", p.Err)
+	case !p.Exists && p.ParentWritable:
+		add(CheckStateDir, OK, "%s does not exist yet; cri-compose creates it (%s is writable)", p.Path, p.Parent)
+	case !p.Exists:
+		add(CheckStateDir, Fail, "%s does not exist and %s is not writable by this user", p.Path, p.Parent)
+	case !p.Mode.IsDir():
+		add(CheckStateDir, Fail, "%s is not a folder", describe(p))
+	case !p.Writable:
+		add(CheckStateDir, Fail, "%s is not writable by this user", describe(p))
+	case p.Mode.Perm()&0o002 != 0:
+		add(CheckStateDir, Degraded, "%s is writable by everyone: anyone can edit the compose files", describe(p))
+	default:
+		add(CheckStateDir, OK, "%s, writable", describe(p))
+	}
+}
+
+func evalSocket(p PathInfo, served bool, add addFunc) {
+	switch {
+	case p.Path == "":
+		add(CheckSocket, Fail, "no CRI socket set")
+	case p.Err != nil:
+		add(CheckSocket, Fail, "%v", p.Err)
+	case !p.Exists:
+		add(CheckSocket, Degraded, "%s does not exist: cri-compose is not running (it creates the socket mode 0660)", p.Path)
+	case p.Mode.Type() != fs.ModeSocket:
+		add(CheckSocket, Fail, "%s is not a socket", describe(p))
+	case p.Mode.Perm()&0o006 != 0:
+		add(CheckSocket, Fail, "%s: anyone on the host can drive the runtime (expected 0660)", describe(p))
+	case !served:
+		add(CheckSocket, Degraded, "%s: stale, nobody serves it (cri-compose replaces it when it starts)", describe(p))
+	default:
+		add(CheckSocket, OK, "%s, served", describe(p))
+	}
+}
+
+func evalEngineSocket(p PathInfo, reached bool, add addFunc) {
+	switch {
+	case p.Err != nil:
+		add(CheckEngineSocket, Fail, "%v", p.Err)
+	case !p.Exists:
+		add(CheckEngineSocket, Fail, "%s does not exist: the engine is not running", p.Path)
+	case p.Mode.Perm()&0o006 != 0:
+		add(CheckEngineSocket, Degraded, "%s: anyone on the host can drive the engine", describe(p))
+	case !reached:
+		add(CheckEngineSocket, Fail, "%s: no answer, or no permission", describe(p))
+	default:
+		add(CheckEngineSocket, OK, "%s", describe(p))
+	}
+}
+
+func evalClock(f Facts, add addFunc) {
+	t, err := time.Parse(time.RFC3339Nano, f.Info.SystemTime)
+	if err != nil {
+		add(CheckClock, Degraded, "the engine reports no usable time (%q)", f.Info.SystemTime)
+		return
+	}
+	rtt := f.InfoReceived.Sub(f.InfoSent)
+	mid := f.InfoSent.Add(rtt / 2)
+	skew := t.Sub(mid)
+	abs := max(skew, -skew)
+	dir := "ahead of"
+	if skew < 0 {
+		dir = "behind"
+	}
+	msg := fmt.Sprintf("engine clock %v %s this host's (±%v)", abs.Round(time.Millisecond), dir, (rtt / 2).Round(time.Millisecond))
+	if abs-rtt/2 > MaxClockSkew {
+		add(CheckClock, Degraded, "%s: log timestamps and event lag are off by as much", msg)
+		return
+	}
+	add(CheckClock, OK, "%s", msg)
+}
