@@ -13,7 +13,7 @@ TEST_FLAGS ?=
 # Binaries: cmd/cri-compose, and cmd/vk-cri once it has Go files.
 CMDS := ./cmd/cri-compose $(if $(wildcard cmd/vk-cri/*.go),./cmd/vk-cri)
 
-.PHONY: all build pause run test test-e2e lint bench ensure-docker ensure-tools clean help
+.PHONY: all build pause run test test-e2e lint bench bench-smoke ensure-docker ensure-tools clean help proto proto-check
 
 all: build
 
@@ -23,11 +23,14 @@ help:
 	@echo 'make test      start Docker if needed, install test tools, go vet, go test -race ./...'
 	@echo 'make test-e2e  the end-to-end tests (test/e2e)'
 	@echo 'make lint      gofmt and go vet'
-	@echo 'make bench     the benchmarks (test/bench)'
+	@echo 'make bench     the benchmarks (test/bench; about 15 minutes; BENCHMARKS.md)'
+	@echo 'make bench-smoke  the same benchmarks, small (a few minutes)'
 	@echo 'make pause     rebuild pkg/pause/pause.bin from cmd/pause (commit the result)'
 	@echo 'make install   binaries, systemd units, example configs (PREFIX=$(PREFIX), DESTDIR=)'
 	@echo 'make verify-install  install into a temp DESTDIR and systemd-analyze verify the units'
 	@echo 'make docs      regenerate docs/configuration.md from the flags'
+	@echo 'make proto     regenerate proto/**/*.pb.go (generators pinned in proto/tools/go.mod)'
+	@echo 'make proto-check  buf lint, and fail if the committed *.pb.go are not what make proto generates'
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/ $(CMDS)
@@ -38,6 +41,17 @@ pause:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w -buildid=' -o pkg/pause/pause.bin ./cmd/pause
 	@ls -l pkg/pause/pause.bin
 	@echo "pause image: localhost/cri-compose/pause:$$(sha256sum pkg/pause/pause.bin | cut -c1-12)"
+
+# cri-compose's own gRPC API (proto/cricompose/v1): buf, protoc-gen-go and
+# protoc-gen-go-grpc are pinned as tools of the module proto/tools, built
+# into bin/proto-tools; buf compiles the .proto files itself (no protoc).
+# Commit the generated code; proto-check (also run by the test in
+# proto/cricompose/v1) fails when it is stale.
+proto:
+	@GO=$(GO) bash hack/proto.sh
+
+proto-check:
+	@GO=$(GO) bash hack/proto.sh --check
 
 ensure-docker:
 	@bash hack/ensure-docker.sh
@@ -69,13 +83,22 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
+# Benchmarks (test/bench; results in BENCHMARKS.md): cri-compose, run as
+# its own process, against the same engine calls made directly and against
+# `docker compose up -d`, plus list, stats, CPU and memory at scale. They
+# print the Go benchmark lines (benchstat reads them) and a summary table.
+# Sizes: BENCH_FLAGS, e.g. BENCH_FLAGS='-bench.levels=100 -bench.poll=10s'
+# (go test -args -h lists them; BENCH_* variables work too). bench-smoke is
+# the same run, small (a few minutes).
+BENCH_TIMEOUT ?= 90m
+BENCH_FLAGS ?=
+BENCH_SMOKE_FLAGS ?= -bench.pods=3 -bench.concurrent=4 -bench.rounds=1 -bench.levels=10,20 -bench.stats-pods=10 -bench.poll=5s -bench.settle=2s -bench.list-calls=50
+
 bench: ensure-docker ensure-tools
-	@if [ -d test/bench ]; then \
-		echo "$(GO) test -run '^\$$' -bench . -benchtime 20x -timeout $(TEST_TIMEOUT) ./test/bench/..."; \
-		$(GO) test -run '^$$' -bench . -benchtime 20x -timeout $(TEST_TIMEOUT) ./test/bench/...; \
-	else \
-		echo 'bench: no test/bench yet, nothing to run'; \
-	fi
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/bench -args $(BENCH_FLAGS)
+
+bench-smoke: ensure-docker ensure-tools
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/bench -args $(BENCH_SMOKE_FLAGS) $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin/
@@ -157,3 +180,18 @@ verify-install:
 # docs/configuration.md from the flag definitions (its test fails when stale).
 docs:
 	$(GO) generate ./cmd/cri-compose
+
+# --- test-vk: vk-cri's end-to-end suite (test/vk, a module of its own so
+# that envtest stays out of the product's go.mod). It runs a real
+# kube-apiserver and etcd on loopback (built from the Go module proxy by the
+# module test/vk/tools and cached by version under
+# ~/.cache/cri-compose/tools: about 10 CPU-minutes on the first run only),
+# bin/cri-compose on the engine and bin/vk-cri (both built by the test), and
+# checks pods through client-go. VK_TEST_FLAGS passes go test flags (-v,
+# -run=RE).
+VK_TEST_FLAGS ?=
+
+.PHONY: test-vk
+test-vk: ensure-docker ensure-tools
+	cd test/vk && GOWORK=off $(GO) vet ./...
+	cd test/vk && GOWORK=off $(GO) test -count=1 -timeout 45m $(VK_TEST_FLAGS) ./...

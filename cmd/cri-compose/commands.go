@@ -10,13 +10,23 @@ import (
 	"github.com/cri-compose/cri-compose/pkg/buildinfo"
 	"github.com/cri-compose/cri-compose/pkg/cri"
 	"github.com/cri-compose/cri-compose/pkg/doctor"
+	"github.com/cri-compose/cri-compose/pkg/projectcli"
 )
+
+var stdio = projectcli.IO{Stdout: os.Stdout, Stderr: os.Stderr}
+
+// defaultListen is the server's default socket, where the client
+// subcommands find it unless told otherwise.
+func defaultListen() string { return newFlags("", &options{}).Lookup("listen").DefValue }
 
 // subcommands run instead of the server when named first
 // (`cri-compose doctor`); each returns the exit status.
 var subcommands = map[string]func(args []string) int{
 	"doctor":  runDoctor,
 	"version": runVersion,
+	// Clients of a running cri-compose (pkg/projectcli).
+	"export":   func(args []string) int { return projectcli.RunExport(args, defaultListen(), stdio) },
+	"projects": func(args []string) int { return projectcli.RunProjects(args, defaultListen(), stdio) },
 	// Hidden: prints docs/configuration.md (go generate, docs_test.go).
 	"config-reference": runConfigReference,
 }

@@ -62,6 +62,8 @@ A host given with ` + "`--registry-mirror`" + ` takes the flag's endpoints inste
 |---|---|
 | ` + "`cri-compose doctor [flags]`" + ` | Checks the engine and the host with the settings above (same flags, same ` + "`--config`" + `) and prints one table: check, status (ok, degraded, fail), detail. Exits 1 if a check failed. |
 | ` + "`cri-compose version`" + ` | Prints the version, commit, Go version and CRI API version. |
+| ` + "`cri-compose export [-o DIR] [--force] POD`" + ` | Asks the running cri-compose (` + "`--runtime-endpoint`" + `, default the ` + "`--listen`" + ` default) for the pod POD (id or prefix, namespace/name, name or project) as a standalone compose project and writes DIR/compose.yaml and the files of its mounts (default DIR: ./PROJECT, the export's project name), for ` + "`docker compose up -d`" + ` on any machine. |
+| ` + "`cri-compose projects [--format table\\|json]`" + ` | Lists the pods of the running cri-compose as Compose projects, with their services and states. |
 `)
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/compose-spec/compose-go/v2/types"
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 )
@@ -22,8 +23,10 @@ func (s *Server) writeProject(sandboxID string) error {
 		return err
 	}
 	services := []types.ServiceConfig{sb.Service}
-	for _, c := range s.store.containersOf(sb.ID) {
-		services = append(services, c.ServiceCfg)
+	// Oldest first: a service's newest attempt is the one the file keeps.
+	ctrs := s.store.containersOf(sb.ID)
+	for i := len(ctrs) - 1; i >= 0; i-- {
+		services = append(services, ctrs[i].ServiceCfg)
 	}
 	network := ""
 	if sb.Service.NetworkMode != "host" {
@@ -37,6 +40,9 @@ func (s *Server) writeProject(sandboxID string) error {
 	path := h.ComposeFile(sb.Project)
 	projectFileMu.Lock()
 	defer projectFileMu.Unlock()
+	if err := s.writeResolvConf(sb.Project, sb.Config); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("project folder of %s: %w", sb.Project, err)
 	}
@@ -46,6 +52,26 @@ func (s *Server) writeProject(sandboxID string) error {
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write compose file of %s: %w", sb.Project, err)
+	}
+	return nil
+}
+
+// writeResolvConf keeps the resolv.conf a pod's DNS config asks for in its
+// project folder, where its containers bind-mount it from.
+func (s *Server) writeResolvConf(project string, cfg *runtime.PodSandboxConfig) error {
+	b := sandbox.ResolvConf(cfg.GetDnsConfig())
+	if b == nil {
+		return nil
+	}
+	path := s.hostInfo().ResolvConfPath(project)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("resolv.conf of %s: %w", project, err)
+	}
+	if old, err := os.ReadFile(path); err == nil && string(old) == string(b) {
+		return nil
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("resolv.conf of %s: %w", project, err)
 	}
 	return nil
 }

@@ -2,31 +2,32 @@ package cri
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// ListContainers answers from the store.
+// ListContainers answers from the store, newest first.
 func (s *Server) ListContainers(ctx context.Context, r *runtime.ListContainersRequest) (*runtime.ListContainersResponse, error) {
 	if err := s.store.waitSynced(ctx); err != nil {
 		return nil, grpcError(err)
 	}
 	f := r.GetFilter()
 	var out []*runtime.Container
-	for _, c := range s.store.listContainers() {
+	s.store.eachContainer(func(c containerRec) {
 		if f != nil {
 			if f.GetId() != "" && !strings.HasPrefix(c.ID, f.GetId()) {
-				continue
+				return
 			}
 			if f.GetPodSandboxId() != "" && !strings.HasPrefix(c.SandboxID, f.GetPodSandboxId()) {
-				continue
+				return
 			}
 			if f.GetState() != nil && f.GetState().GetState() != c.State {
-				continue
+				return
 			}
 			if !matchLabels(f.GetLabelSelector(), c.Config.GetLabels()) {
-				continue
+				return
 			}
 		}
 		out = append(out, &runtime.Container{
@@ -35,6 +36,9 @@ func (s *Server) ListContainers(ctx context.Context, r *runtime.ListContainersRe
 			ImageRef: c.ImageID, ImageId: c.ImageID, State: c.State, CreatedAt: c.CreatedAt,
 			Labels: c.Config.GetLabels(), Annotations: c.Config.GetAnnotations(),
 		})
-	}
+	})
+	slices.SortFunc(out, func(a, b *runtime.Container) int {
+		return newestFirst(recKey{a.CreatedAt, a.Id}, recKey{b.CreatedAt, b.Id})
+	})
 	return &runtime.ListContainersResponse{Containers: out}, nil
 }

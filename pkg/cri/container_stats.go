@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -18,22 +19,34 @@ func (s *Server) ContainerStats(ctx context.Context, r *runtime.ContainerStatsRe
 }
 
 // ListContainerStats answers from the sampler's memory, for every container
-// (running or not) that the filter selects.
+// (running or not) that the filter selects, newest first.
 func (s *Server) ListContainerStats(ctx context.Context, r *runtime.ListContainerStatsRequest) (*runtime.ListContainerStatsResponse, error) {
 	f := r.GetFilter()
 	s.stats.fresh()
-	var out []*runtime.ContainerStats
-	for _, c := range s.store.listContainers() {
+	// What the answer needs of each record, taken under the store's lock;
+	// the stats are built after it.
+	type sel struct {
+		key   recKey
+		cfg   *runtime.ContainerConfig
+		state runtime.ContainerState
+	}
+	var picked []sel
+	s.store.eachContainer(func(c containerRec) {
 		if f.GetId() != "" && !strings.HasPrefix(c.ID, f.GetId()) {
-			continue
+			return
 		}
 		if f.GetPodSandboxId() != "" && !strings.HasPrefix(c.SandboxID, f.GetPodSandboxId()) {
-			continue
+			return
 		}
 		if !matchLabels(f.GetLabelSelector(), c.Config.GetLabels()) {
-			continue
+			return
 		}
-		out = append(out, s.stats.containerStats(c))
+		picked = append(picked, sel{recKey{c.CreatedAt, c.ID}, c.Config, c.State})
+	})
+	slices.SortFunc(picked, func(a, b sel) int { return newestFirst(a.key, b.key) })
+	out := make([]*runtime.ContainerStats, len(picked))
+	for i, p := range picked {
+		out[i] = s.stats.statsOf(p.key.id, p.cfg, p.state)
 	}
 	return &runtime.ListContainerStatsResponse{Stats: out}, nil
 }
@@ -41,13 +54,17 @@ func (s *Server) ListContainerStats(ctx context.Context, r *runtime.ListContaine
 // containerStats: CPU and memory while the container runs, its writable
 // layer always.
 func (c *statsCollector) containerStats(rec containerRec) *runtime.ContainerStats {
+	return c.statsOf(rec.ID, rec.Config, rec.State)
+}
+
+func (c *statsCollector) statsOf(id string, cfg *runtime.ContainerConfig, state runtime.ContainerState) *runtime.ContainerStats {
 	st := &runtime.ContainerStats{
-		Attributes: &runtime.ContainerAttributes{Id: rec.ID, Metadata: rec.Config.GetMetadata(),
-			Labels: rec.Config.GetLabels(), Annotations: rec.Config.GetAnnotations()},
-		WritableLayer: c.layers.usage(rec.ID),
+		Attributes: &runtime.ContainerAttributes{Id: id, Metadata: cfg.GetMetadata(),
+			Labels: cfg.GetLabels(), Annotations: cfg.GetAnnotations()},
+		WritableLayer: c.layers.usage(id),
 	}
-	if rec.State == runtime.ContainerState_CONTAINER_RUNNING {
-		if smp, ok := c.sample(rec.ID); ok {
+	if state == runtime.ContainerState_CONTAINER_RUNNING {
+		if smp, ok := c.sample(id); ok {
 			st.Cpu, st.Memory = cpuUsage(smp), memoryUsage(smp)
 		}
 	}

@@ -42,6 +42,8 @@ func codeOf(err error) codes.Code {
 		return codes.FailedPrecondition
 	case errors.Is(err, errUnavailable):
 		return codes.Unavailable
+	case errors.Is(err, sandbox.ErrUnsupported):
+		return codes.Unimplemented
 	case errors.Is(err, sandbox.ErrInvalid):
 		return codes.InvalidArgument
 	case errors.Is(err, context.DeadlineExceeded):

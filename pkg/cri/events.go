@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -87,6 +88,11 @@ func (s *Server) sweepProjects(ctx context.Context) {
 		live[sb.Project] = true
 	}
 	for _, e := range entries {
+		// A folder younger than a minute may belong to a RunPodSandbox that
+		// has written it but not yet created its infra container.
+		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) < time.Minute {
+			continue
+		}
 		if !live[e.Name()] {
 			klog.V(1).InfoS("Removing the folder of a project with no pod", "project", e.Name())
 			_ = os.RemoveAll(filepath.Join(dir, e.Name()))

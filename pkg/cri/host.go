@@ -2,6 +2,7 @@ package cri
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -45,7 +46,10 @@ func hostFacts(info system.Info, local bool) sandbox.Host {
 		h.NegativeOOMScoreAdj = true
 		return h
 	}
-	last := lastCap()
+	// Engines before 23.0 refuse the capabilities their capability list
+	// predates (CAP_PERFMON, CAP_BPF, CAP_CHECKPOINT_RESTORE), even when the
+	// kernel has them: never hand those to such an engine.
+	last := min(lastCap(), engineLastCap(info.ServerVersion))
 	h.FullPrivileged = true
 	for bit := 0; bit <= last && bit < len(capNames); bit++ {
 		if bnd&(1<<uint(bit)) != 0 {
@@ -56,6 +60,16 @@ func hostFacts(info system.Info, local bool) sandbox.Host {
 	}
 	h.NegativeOOMScoreAdj = bnd&(1<<24) != 0 // CAP_SYS_RESOURCE
 	return h
+}
+
+// engineLastCap is the highest capability number the engine of version v
+// accepts in CapAdd.
+func engineLastCap(v string) int {
+	var major int
+	if _, err := fmt.Sscanf(v, "%d.", &major); err == nil && major > 0 && major < 23 {
+		return 37 // CAP_AUDIT_READ
+	}
+	return len(capNames) - 1
 }
 
 func capBound(path string) (uint64, bool) {

@@ -37,7 +37,12 @@ func (s *ImageService) RemoveImage(ctx context.Context, req *runtime.RemoveImage
 		case dockerapi.IsConflict(err):
 			return nil, grpcError(fmt.Errorf("remove image %q (%s): %w: %w", r.String(), img.ID, errPrecondition, err))
 		default:
-			return nil, grpcError(fmt.Errorf("remove image %q (%s): %w", r.String(), img.ID, err))
+			// A removal racing with this one can make the engine answer
+			// "unrecognized image ID" instead of not found: the image is
+			// gone either way, which is what was asked.
+			if _, ierr := s.d.ImageInspect(ctx, img.ID); !dockerapi.IsNotFound(ierr) {
+				return nil, grpcError(fmt.Errorf("remove image %q (%s): %w", r.String(), img.ID, err))
+			}
 		}
 	}
 	s.usersMu.Lock()

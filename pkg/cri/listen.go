@@ -12,6 +12,8 @@ import (
 
 	"google.golang.org/grpc"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	cricomposev1 "github.com/cri-compose/cri-compose/proto/cricompose/v1"
 )
 
 // Listen opens the CRI socket: unix:///path (or a bare path). The socket is
@@ -66,8 +68,10 @@ func lookupGroup(g string) (int, error) {
 	return strconv.Atoi(grp.Gid)
 }
 
-// Register serves the runtime and image services on g.
+// Register serves the runtime and image services on g, and cri-compose's
+// own API (projects.go) beside them.
 func (s *Server) Register(g *grpc.Server) {
 	runtime.RegisterRuntimeServiceServer(g, s)
 	runtime.RegisterImageServiceServer(g, s.images)
+	cricomposev1.RegisterProjectsServer(g, s.Projects())
 }

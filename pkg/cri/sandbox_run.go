@@ -37,6 +37,12 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 		return "", err
 	}
 	spec.SetConfigHash()
+	projectFileMu.Lock()
+	err = s.writeResolvConf(spec.Project, cfg) // the infra container mounts it
+	projectFileMu.Unlock()
+	if err != nil {
+		return "", err
+	}
 	id, err := s.docker.ContainerCreate(ctx, spec.Name, spec.Config, spec.HostConfig, spec.Networking)
 	if dockerapi.IsConflict(err) {
 		return "", fmt.Errorf("pod sandbox %s/%s attempt %d exists already as %s (%s): %w",

@@ -172,19 +172,19 @@ type target struct {
 
 func (c *statsCollector) targets() []target {
 	var out []target
-	for _, sb := range c.store.listSandboxes() {
+	c.store.eachSandbox(func(sb sandboxRec) {
 		if sb.State != runtime.PodSandboxState_SANDBOX_READY || sb.Pid <= 0 {
-			continue
+			return
 		}
 		lx := sb.Config.GetLinux()
 		out = append(out, target{id: sb.ID, pid: sb.Pid, infra: true, podCgrp: lx.GetCgroupParent() != "",
 			hostNetw: lx.GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtime.NamespaceMode_NODE})
-	}
-	for _, ct := range c.store.listContainers() {
+	})
+	c.store.eachContainer(func(ct containerRec) {
 		if ct.State == runtime.ContainerState_CONTAINER_RUNNING && ct.Pid > 0 {
 			out = append(out, target{id: ct.ID, pid: ct.Pid})
 		}
-	}
+	})
 	return out
 }
 

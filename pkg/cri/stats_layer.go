@@ -97,7 +97,8 @@ func (l *layerCache) refresh(ctx context.Context) {
 	if l.mountpoint(ctx) == "" {
 		return // engine not answering yet
 	}
-	ctrs := l.store.listContainers()
+	var ctrs []string
+	l.store.eachContainer(func(c containerRec) { ctrs = append(ctrs, c.ID) })
 	live := make(map[string]bool, len(ctrs))
 	l.mu.RLock()
 	known := make(map[string]layerUsage, len(l.sizes))
@@ -108,16 +109,16 @@ func (l *layerCache) refresh(ctx context.Context) {
 	now := time.Now()
 	maxAge := time.Duration(l.maxAge.Load())
 	needList, unmeasured := false, false
-	for _, c := range ctrs {
-		live[c.ID] = true
-		u, measured := known[c.ID]
+	for _, id := range ctrs {
+		live[id] = true
+		u, measured := known[id]
 		if measured && now.Sub(time.Unix(0, u.at)) < maxAge {
 			continue
 		}
-		dir, ok := l.upper[c.ID]
+		dir, ok := l.upper[id]
 		if !ok {
-			dir = l.upperDir(ctx, c.ID)
-			l.upper[c.ID] = dir
+			dir = l.upperDir(ctx, id)
+			l.upper[id] = dir
 		}
 		if dir == "" {
 			needList = true
@@ -128,12 +129,12 @@ func (l *layerCache) refresh(ctx context.Context) {
 		bytes, inodes, err := diskUsage(dir)
 		if err != nil {
 			if !os.IsNotExist(err) {
-				klog.V(2).InfoS("Cannot measure a writable layer", "id", c.ID, "dir", dir, "err", err)
+				klog.V(2).InfoS("Cannot measure a writable layer", "id", id, "dir", dir, "err", err)
 			}
 			continue
 		}
 		l.mu.Lock()
-		l.sizes[c.ID] = layerUsage{at: at, bytes: bytes, inodes: inodes, hasInodes: true}
+		l.sizes[id] = layerUsage{at: at, bytes: bytes, inodes: inodes, hasInodes: true}
 		l.mu.Unlock()
 	}
 	age := maxAge

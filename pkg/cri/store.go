@@ -1,11 +1,12 @@
 package cri
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -378,35 +379,97 @@ func (s *store) container(id string) (containerRec, error) {
 	return containerRec{}, fmt.Errorf("container id prefix %q is ambiguous: %w", id, errNotFound)
 }
 
+// Records are big (each holds its compose service config: about 1.7 KB),
+// so the store hands out few copies: the hot paths (the list and stats
+// handlers, the stats sampler) walk the records in place with eachSandbox
+// and eachContainer and keep only what they need; listSandboxes and
+// listContainers copy every record, once, in order. At 500 pods, copying
+// and sorting whole records was most of what a list cost (BENCHMARKS.md).
+
+// eachSandbox calls f with every sandbox record, in no order, under the
+// store's read lock: f must be quick and must not call the store. Records
+// are passed by value, copied on the stack: a copy on the heap would cost
+// write barriers while the GC runs.
+func (s *store) eachSandbox(f func(r sandboxRec)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, r := range s.sandboxes {
+		f(r)
+	}
+}
+
+// eachContainer is eachSandbox for container records.
+func (s *store) eachContainer(f func(r containerRec)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, r := range s.containers {
+		f(r)
+	}
+}
+
+// newestFirst orders records by creation, newest first (then by id, so
+// that the order is stable).
+type recKey struct {
+	created int64
+	id      string
+}
+
+func newestFirst(a, b recKey) int {
+	if c := cmp.Compare(b.created, a.created); c != 0 {
+		return c
+	}
+	return strings.Compare(a.id, b.id)
+}
+
+// listSandboxes copies every sandbox record, newest first.
 func (s *store) listSandboxes() []sandboxRec {
 	s.mu.RLock()
-	out := make([]sandboxRec, 0, len(s.sandboxes))
-	for _, r := range s.sandboxes {
-		out = append(out, r)
+	defer s.mu.RUnlock()
+	keys := make([]recKey, 0, len(s.sandboxes))
+	for id, r := range s.sandboxes {
+		keys = append(keys, recKey{r.CreatedAt, id})
 	}
-	s.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt > out[j].CreatedAt })
+	slices.SortFunc(keys, newestFirst)
+	out := make([]sandboxRec, len(keys))
+	for i, k := range keys {
+		out[i] = s.sandboxes[k.id]
+	}
 	return out
 }
 
+// listContainers copies every container record, newest first.
 func (s *store) listContainers() []containerRec {
 	s.mu.RLock()
-	out := make([]containerRec, 0, len(s.containers))
-	for _, r := range s.containers {
-		out = append(out, r)
+	defer s.mu.RUnlock()
+	keys := make([]recKey, 0, len(s.containers))
+	for id, r := range s.containers {
+		keys = append(keys, recKey{r.CreatedAt, id})
 	}
-	s.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt > out[j].CreatedAt })
+	slices.SortFunc(keys, newestFirst)
+	out := make([]containerRec, len(keys))
+	for i, k := range keys {
+		out[i] = s.containers[k.id]
+	}
 	return out
 }
 
-// containersOf lists the containers of one sandbox.
+// containersOf copies the container records of one sandbox, newest first.
 func (s *store) containersOf(sandboxID string) []containerRec {
-	var out []containerRec
-	for _, c := range s.listContainers() {
-		if c.SandboxID == sandboxID {
-			out = append(out, c)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var keys []recKey
+	for id, r := range s.containers {
+		if r.SandboxID == sandboxID {
+			keys = append(keys, recKey{r.CreatedAt, id})
 		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.SortFunc(keys, newestFirst)
+	out := make([]containerRec, len(keys))
+	for i, k := range keys {
+		out[i] = s.containers[k.id]
 	}
 	return out
 }

@@ -40,3 +40,9 @@ func (h Host) ProjectDir(project string) string {
 func (h Host) ComposeFile(project string) string {
 	return filepath.Join(h.ProjectDir(project), "compose.yaml")
 }
+
+// ResolvConfPath is where a pod's resolv.conf is kept when its config asks
+// for DNS settings (see ResolvConf).
+func (h Host) ResolvConfPath(project string) string {
+	return filepath.Join(h.ProjectDir(project), "resolv.conf")
+}

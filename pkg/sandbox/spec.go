@@ -100,6 +100,9 @@ func SandboxSpec(cfg *runtime.PodSandboxConfig, h Host) (*Spec, error) {
 	if err := dnsConfig(cfg.GetDnsConfig(), hc); err != nil {
 		return nil, err
 	}
+	if ResolvConf(cfg.GetDnsConfig()) != nil {
+		hc.Binds = append(hc.Binds, h.ResolvConfPath(project)+":/etc/resolv.conf:rprivate")
+	}
 	if !hostNet {
 		if err := portMappings(cfg.GetPortMappings(), cc, hc); err != nil {
 			return nil, err
@@ -122,6 +125,28 @@ func aliases(project, hostname string) []string {
 		return []string{project}
 	}
 	return []string{project, hostname}
+}
+
+// ResolvConf is the resolv.conf a pod's DNS config asks for, or nil when it
+// asks for nothing. On a user-defined network the engine always writes its
+// embedded resolver (127.0.0.11) into the container's resolv.conf, so a pod
+// that names its DNS servers gets this file bind-mounted instead, in every
+// container of the pod, as kubelet would write it.
+func ResolvConf(d *runtime.DNSConfig) []byte {
+	if len(d.GetServers()) == 0 && len(d.GetSearches()) == 0 && len(d.GetOptions()) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	for _, s := range d.GetServers() {
+		b.WriteString("nameserver " + s + "\n")
+	}
+	if len(d.GetSearches()) > 0 {
+		b.WriteString("search " + strings.Join(d.GetSearches(), " ") + "\n")
+	}
+	if len(d.GetOptions()) > 0 {
+		b.WriteString("options " + strings.Join(d.GetOptions(), " ") + "\n")
+	}
+	return []byte(b.String())
 }
 
 func dnsConfig(d *runtime.DNSConfig, hc *container.HostConfig) error {
@@ -309,6 +334,9 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 	if p := in.Sandbox.GetLinux().GetCgroupParent(); p != "" {
 		hc.CgroupParent = p
 	}
+	if ResolvConf(in.Sandbox.GetDnsConfig()) != nil && !mountsPath(cfg.GetMounts(), "/etc/resolv.conf") {
+		hc.Binds = append(hc.Binds, h.ResolvConfPath(project)+":/etc/resolv.conf:rprivate")
+	}
 	if err := mounts(cfg.GetMounts(), hc); err != nil {
 		return nil, err
 	}
@@ -334,8 +362,21 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 	}, nil
 }
 
+func mountsPath(ms []*runtime.Mount, path string) bool {
+	for _, m := range ms {
+		if filepath.Clean(m.GetContainerPath()) == path {
+			return true
+		}
+	}
+	return false
+}
+
 func mounts(ms []*runtime.Mount, hc *container.HostConfig) error {
 	for _, m := range ms {
+		if m.GetImage() != nil {
+			// Image volumes need an engine that mounts images (API 1.48+).
+			return fmt.Errorf("%w: image volume mounts (%q) are not supported on this engine", ErrUnsupported, m.GetContainerPath())
+		}
 		src, dst := m.GetHostPath(), m.GetContainerPath()
 		if src == "" || dst == "" {
 			return invalid("mount needs host_path and container_path")
@@ -455,6 +496,7 @@ func dedup(s []string) []string {
 func security(in ContainerInput, cc *container.Config, hc *container.HostConfig, h Host) error {
 	sc := in.Config.GetLinux().GetSecurityContext()
 	if sc == nil {
+		hc.SecurityOpt = append(hc.SecurityOpt, "seccomp=unconfined") // none named: unconfined
 		return nil
 	}
 	if sc.GetPrivileged() && !in.Sandbox.GetLinux().GetSecurityContext().GetPrivileged() {
@@ -489,8 +531,10 @@ func security(in ContainerInput, cc *container.Config, hc *container.HostConfig,
 	if rp := sc.GetReadonlyPaths(); rp != nil {
 		hc.ReadonlyPaths = rp
 	}
-	if err := seccomp(sc, in.SeccompProfile, hc); err != nil {
-		return err
+	if !sc.GetPrivileged() { // privileged is never confined by seccomp
+		if err := seccomp(sc, in.SeccompProfile, hc); err != nil {
+			return err
+		}
 	}
 	if err := apparmor(sc, hc, h); err != nil {
 		return err
@@ -533,7 +577,9 @@ func seccomp(sc *runtime.LinuxContainerSecurityContext, profile []byte, hc *cont
 	p := sc.GetSeccomp()
 	switch {
 	case p != nil && p.GetProfileType() == runtime.SecurityProfile_Unconfined,
-		p == nil && sc.GetSeccompProfilePath() == "unconfined":
+		p == nil && (sc.GetSeccompProfilePath() == "unconfined" || sc.GetSeccompProfilePath() == ""):
+		// No profile named means unconfined in the CRI (kubelet names
+		// RuntimeDefault when a pod asks for it), as containerd does.
 		hc.SecurityOpt = append(hc.SecurityOpt, "seccomp=unconfined")
 	case p != nil && p.GetProfileType() == runtime.SecurityProfile_Localhost,
 		p == nil && strings.HasPrefix(sc.GetSeccompProfilePath(), "localhost/"):

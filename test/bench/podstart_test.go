@@ -1,163 +1,198 @@
-// Package bench measures cri-compose against the floor any Docker-backed
-// runtime has: the same Engine API calls made directly. Both run in one
-// process, in one run, so their ratio is the result (absolute times drift).
 package bench
 
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/netip"
-	"path/filepath"
-	"sort"
+	"os"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
-
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/cri-compose/cri-compose/pkg/cri"
-	"github.com/cri-compose/cri-compose/pkg/dockerapi"
-	"github.com/cri-compose/cri-compose/pkg/pause"
-	"github.com/cri-compose/cri-compose/test/images"
 )
 
-const busybox = "localhost/cri-compose/test-busybox:bench"
-
-// server starts cri-compose in process on a unix socket and returns a
-// client of it.
-func server(b *testing.B, d *dockerapi.Client, network string) runtime.RuntimeServiceClient {
-	dir := b.TempDir()
-	srv := cri.NewServer(cri.Config{StateDir: filepath.Join(dir, "state"), Network: network}, d)
-	l, err := cri.Listen("unix://"+filepath.Join(dir, "cri.sock"), "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	g := grpc.NewServer()
-	srv.Register(g)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { srv.Run(ctx); close(done) }()
-	go g.Serve(l)
-	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, "cri.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(dir, "cri.sock"))
-		}))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { conn.Close(); g.Stop(); cancel(); <-done })
-	c := runtime.NewRuntimeServiceClient(conn)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, err := c.Status(context.Background(), &runtime.StatusRequest{})
-		if err == nil && st.GetStatus().GetConditions()[0].GetStatus() {
-			return c
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("cri-compose never became ready: %v %v", st, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// latencies collects one duration per pod and reports p50/p90 in ms.
-type latencies []time.Duration
-
-func (l latencies) report(b *testing.B) {
-	if len(l) == 0 {
-		return
-	}
-	sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
-	b.ReportMetric(float64(l[len(l)/2].Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(l[len(l)*9/10].Microseconds())/1000, "p90-ms")
-}
-
-// BenchmarkPodStart: RunPodSandbox + CreateContainer + StartContainer of a
-// one-container pod through cri-compose, and the same engine calls made
-// directly (create + start a pause container on the pod network, create +
-// start a busybox container joined to its namespaces).
+// BenchmarkPodStart starts one-container pods (an infra container on the
+// pod network and a busybox `sleep` joined to its namespaces) three ways,
+// in one process, interleaved so that a machine that gets busier or
+// quieter meanwhile weighs on all three alike:
+//
+//   - cri-compose: RunPodSandbox + CreateContainer + StartContainer through
+//     gRPC on its unix socket (cri-compose runs as its own process);
+//   - engine-floor: the same Engine API calls made directly: create + start
+//     the pause container on the pod network, create + start busybox joined
+//     to its network, IPC and PID namespaces;
+//   - compose-cli: `docker compose up -d` of the compose file cri-compose
+//     keeps for such a pod (`docker-compose` where only v1 exists).
+//
+// mode=seq: -bench.pods pods one after another per path (each removed
+// before the next starts, untimed); mode=conc<N>: N pods at once, wall
+// time for all N, median of -bench.rounds rounds per path.
 func BenchmarkPodStart(b *testing.B) {
-	d := images.Engine(b)
-	images.NeedBusybox(b, d, busybox)
+	e := setup(b)
+	p := startCRI(b, e, "podstart")
+	cri := &criPath{rt: p.rt, ns: e.namespace, logDir: b.TempDir()}
+	paths := []path{&floorPath{d: e.d, network: e.network, ns: e.namespace}, cri}
+
+	// Warm-up: one pod per path, untimed (first starts pay cold caches).
+	// cri-compose's gives the compose file the CLI path starts.
 	ctx := context.Background()
-	if err := pause.Ensure(ctx, d); err != nil {
-		b.Fatal(err)
+	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	undo, err := cri.start(wctx, "warm")
+	if err != nil {
+		undo()
+		b.Fatalf("cri-compose: %v", err)
 	}
-	netName := fmt.Sprintf("cc-bench-%d", time.Now().UnixNano()%1e6)
-	if _, err := d.EnsureNetwork(ctx, netName, netip.Prefix{}, nil); err != nil {
-		b.Fatal(err)
+	composeNote := ""
+	if e.composeCmd != nil {
+		file, err := exportComposeFile(p.state, podConfig(cri.ns, "warm", cri.logDir))
+		if err != nil {
+			undo()
+			b.Fatal(err)
+		}
+		paths = append(paths, &composePath{d: e.d, cmd: e.composeCmd, env: e.composeEnv, file: file})
+		composeNote = fmt.Sprintf("compose-cli: `%s -p <new project> -f compose.yaml up -d`, the compose file cri-compose keeps for the same pod (<state>/projects/<project>/compose.yaml); %s", strings.Join(e.composeCmd, " "), e.composeName)
+	} else {
+		composeNote = "compose-cli: not measured: " + e.composeWhy
 	}
-	b.Cleanup(func() { _ = d.NetworkRemove(context.Background(), netName) })
-
-	b.Run("cri-compose", func(b *testing.B) {
-		c := server(b, d, netName)
-		logDir := b.TempDir()
-		var lat latencies
-		for i := 0; b.Loop(); i++ {
-			uid := fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), i)
-			pc := &runtime.PodSandboxConfig{
-				Metadata:     &runtime.PodSandboxMetadata{Name: "bench-" + uid, Namespace: "bench", Uid: uid},
-				LogDirectory: filepath.Join(logDir, uid), Linux: &runtime.LinuxPodSandboxConfig{},
-			}
-			start := time.Now()
-			sb, err := c.RunPodSandbox(ctx, &runtime.RunPodSandboxRequest{Config: pc})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ct, err := c.CreateContainer(ctx, &runtime.CreateContainerRequest{PodSandboxId: sb.PodSandboxId, SandboxConfig: pc,
-				Config: &runtime.ContainerConfig{Metadata: &runtime.ContainerMetadata{Name: "sleep"}, Image: &runtime.ImageSpec{Image: busybox},
-					Command: []string{"sleep", "3600"}, LogPath: "sleep.log", Linux: &runtime.LinuxContainerConfig{}}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := c.StartContainer(ctx, &runtime.StartContainerRequest{ContainerId: ct.ContainerId}); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, time.Since(start))
-			b.StopTimer()
-			_, _ = c.StopPodSandbox(ctx, &runtime.StopPodSandboxRequest{PodSandboxId: sb.PodSandboxId})
-			_, _ = c.RemovePodSandbox(ctx, &runtime.RemovePodSandboxRequest{PodSandboxId: sb.PodSandboxId})
-			b.StartTimer()
+	undo()
+	for _, pt := range paths {
+		if pt.name() == pathCRI {
+			continue
 		}
-		lat.report(b)
-	})
-
-	b.Run("engine-floor", func(b *testing.B) {
-		var lat latencies
-		for i := 0; b.Loop(); i++ {
-			name := fmt.Sprintf("cc-bench-floor-%d-%d", time.Now().UnixNano(), i)
-			start := time.Now()
-			infra, err := d.ContainerCreate(ctx, name+"-pod",
-				&container.Config{Image: pause.Ref(), Labels: map[string]string{"cri-compose.bench": "floor"}},
-				&container.HostConfig{NetworkMode: container.NetworkMode(netName), IpcMode: "shareable", LogConfig: container.LogConfig{Type: "none"}},
-				&network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netName: {}}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := d.ContainerStart(ctx, infra); err != nil {
-				b.Fatal(err)
-			}
-			join := container.NetworkMode("container:" + infra)
-			app, err := d.ContainerCreate(ctx, name+"-sleep",
-				&container.Config{Image: busybox, Cmd: []string{"sleep", "3600"}, Labels: map[string]string{"cri-compose.bench": "floor"}},
-				&container.HostConfig{NetworkMode: join, IpcMode: container.IpcMode(join), PidMode: container.PidMode(join),
-					LogConfig: container.LogConfig{Type: "local"}}, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := d.ContainerStart(ctx, app); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, time.Since(start))
-			b.StopTimer()
-			_ = d.ContainerRemove(ctx, app)
-			_ = d.ContainerRemove(ctx, infra)
-			b.StartTimer()
+		u, err := pt.start(wctx, "warm")
+		u()
+		if err != nil {
+			b.Fatalf("%s: %v", pt.name(), err)
 		}
-		lat.report(b)
-	})
+	}
+
+	// One after another, rotating which path goes first.
+	n := *flagPods
+	seq := map[string][]time.Duration{}
+	fmt.Fprintf(os.Stderr, "bench: pod start, %d pods one after another per path (%d paths, interleaved)\n", n, len(paths))
+	for i := 0; i < n; i++ {
+		for j := range paths {
+			pt := paths[(i+j)%len(paths)]
+			tag := fmt.Sprintf("s%d", i)
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			t0 := time.Now()
+			undo, err := pt.start(ctx, tag)
+			took := time.Since(t0)
+			cancel()
+			undo()
+			if err != nil {
+				b.Fatalf("%s, pod %d: %v", pt.name(), i, err)
+			}
+			seq[pt.name()] = append(seq[pt.name()], took)
+		}
+	}
+
+	// N at once, per path, rounds interleaved.
+	k, rounds := *flagConcurrent, *flagRounds
+	walls := map[string][]time.Duration{}
+	each := map[string][]time.Duration{}
+	if k > 1 && rounds > 0 {
+		fmt.Fprintf(os.Stderr, "bench: pod start, %d pods at once, %d rounds per path\n", k, rounds)
+	}
+	for r := 0; k > 1 && r < rounds; r++ {
+		for j := range paths {
+			pt := paths[(r+j)%len(paths)]
+			wall, per, err := startMany(ctx, pt, fmt.Sprintf("c%d", r), k)
+			if err != nil {
+				b.Fatalf("%s, %d at once: %v", pt.name(), k, err)
+			}
+			walls[pt.name()] = append(walls[pt.name()], wall)
+			each[pt.name()] = append(each[pt.name()], per...)
+		}
+	}
+
+	// Report: benchstat lines, then the summary.
+	floor50 := pct(seq[pathFloor], 50)
+	sec := &section{
+		title:  fmt.Sprintf("Pod start: RunPodSandbox + CreateContainer + StartContainer of one busybox container (%d pods one after another per path, interleaved)", n),
+		header: []string{"path", "p50 ms", "p90 ms", "p50 / floor"},
+	}
+	for _, pt := range paths {
+		l := seq[pt.name()]
+		r := float64(pct(l, 50)) / float64(floor50)
+		sec.rows = append(sec.rows, []string{pt.name(), fms(pct(l, 50)), fms(pct(l, 90)), fmt.Sprintf("%.3f", r)})
+		leaf(b, "mode=seq/path="+pt.name(), metric{float64(pct(l, 50)), "ns/op"}, metric{ms(pct(l, 90)), "p90-ms"}, metric{r, "x-floor"})
+	}
+	sec.notes = append(sec.notes, composeNote,
+		"engine-floor: create + start the pause container on the pod network, create + start busybox joined to its network, IPC and PID namespaces, from the benchmark process through the same engine client cri-compose uses",
+		"each pod is removed (untimed) before the next starts; one untimed warm-up pod per path first")
+	addSection(sec)
+	cri50 := pct(seq[pathCRI], 50)
+	addRatio("pod start, one at a time: cri-compose / engine floor = %.3f (p50 %s / %s ms; p90 %.3f) — target ≤ 1.05",
+		float64(cri50)/float64(floor50), fms(cri50), fms(floor50), float64(pct(seq[pathCRI], 90))/float64(pct(seq[pathFloor], 90)))
+	if l, ok := seq[pathCompose]; ok {
+		addRatio("pod start, one at a time: compose CLI / engine floor = %.2f, compose CLI / cri-compose = %.2f (p50)",
+			float64(pct(l, 50))/float64(floor50), float64(pct(l, 50))/float64(cri50))
+	}
+
+	if len(walls) > 0 {
+		csec := &section{
+			title:  fmt.Sprintf("Pod start: %d pods at once (wall time until all %d run; median of %d rounds per path)", k, k, rounds),
+			header: []string{"path", "wall ms", fmt.Sprintf("%d × one (seq p50) ms", k), fmt.Sprintf("wall / (%d × one)", k), "wall / floor wall", "per-pod p50 ms", "per-pod p90 ms"},
+		}
+		floorWall := pct(walls[pathFloor], 50)
+		for _, pt := range paths {
+			w := pct(walls[pt.name()], 50)
+			one := pct(seq[pt.name()], 50)
+			r := float64(w) / float64(time.Duration(k)*one)
+			csec.rows = append(csec.rows, []string{pt.name(), fms(w), fms(time.Duration(k) * one), fmt.Sprintf("%.3f", r),
+				fmt.Sprintf("%.3f", float64(w)/float64(floorWall)), fms(pct(each[pt.name()], 50)), fms(pct(each[pt.name()], 90))})
+			leaf(b, fmt.Sprintf("mode=conc%d/path=%s", k, pt.name()), metric{float64(w), "ns/op"},
+				metric{r, "x-serial"}, metric{float64(w) / float64(floorWall), "x-floor"}, metric{ms(pct(each[pt.name()], 50)), "pod-p50-ms"})
+		}
+		addSection(csec)
+		w := pct(walls[pathCRI], 50)
+		addRatio("%d pods at once through cri-compose: wall %s ms = %.3f × (%d × one pod's p50) — target < 1; %.3f × the floor's %d at once",
+			k, fms(w), float64(w)/float64(time.Duration(k)*cri50), k, float64(w)/float64(floorWall), k)
+	}
+}
+
+// startMany starts k pods at once through pt and returns the wall time
+// until all ran and each pod's own time; it removes them all afterwards.
+func startMany(ctx context.Context, pt path, tag string, k int) (time.Duration, []time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	per := make([]time.Duration, k)
+	undos := make([]func(), k)
+	errs := make([]error, k)
+	gate := make(chan struct{})
+	for i := 0; i < k; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			t0 := time.Now()
+			undos[i], errs[i] = pt.start(ctx, fmt.Sprintf("%s-%d", tag, i))
+			per[i] = time.Since(t0)
+		}()
+	}
+	t0 := time.Now()
+	close(gate)
+	wg.Wait()
+	wall := time.Since(t0)
+	var cw sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, u := range undos {
+		if u == nil {
+			continue
+		}
+		cw.Add(1)
+		sem <- struct{}{}
+		go func() { defer cw.Done(); defer func() { <-sem }(); u() }()
+	}
+	cw.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return 0, nil, err
+		}
+	}
+	slices.Sort(per)
+	return wall, per, nil
 }

@@ -1,139 +1,40 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"time"
+
+	"github.com/cri-compose/cri-compose/test/toolcache"
 )
 
 // Tools that are slow to build (crictl, docker compose) are built once into
-// toolCacheDir and reused by every later run: only the first run pays.
-// Without a user cache dir (no HOME) it is a folder of the temp dir.
-func toolCacheDir() (string, error) {
-	base, err := os.UserCacheDir()
-	if err != nil {
-		base = os.TempDir()
-	}
-	dir := filepath.Join(base, "cri-compose", "tools")
-	return dir, os.MkdirAll(dir, 0o755)
-}
+// the tool cache (test/toolcache: os.UserCacheDir()/cri-compose/tools) and
+// reused by every later run: only the first run pays.
 
 // goCmd runs the go command in dir and returns its trimmed stdout.
 func goCmd(ctx context.Context, dir string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, goBin(), args...)
-	cmd.Dir = dir
-	// test/tools is a module of its own: no workspace may pull it into
-	// another build list.
-	cmd.Env = append(os.Environ(), "GOWORK=off")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go %s (in %s): %w\n%s", strings.Join(args, " "), dir, err, stderr.Bytes())
-	}
-	return strings.TrimSpace(stdout.String()), nil
-}
-
-// goBin is the go command that builds the tools: the one on PATH, which is
-// also what `go test` was (GOTOOLCHAIN picks the same toolchain for both).
-func goBin() string { return "go" }
-
-// moduleVersion is the version of module mod in the build list of the
-// module in dir (read from its go.mod, no network).
-func moduleVersion(ctx context.Context, dir, mod string) (string, error) {
-	return goCmd(ctx, dir, "list", "-m", "-f", "{{.Version}}", mod)
-}
-
-// cachedTool returns the path of the tool binary name-version in the tool
-// cache, building it with `go build [flags] -o … pkg` in module dir when it
-// is not there yet. The build writes a temp file that is renamed into place,
-// so concurrent runs never see half a binary. built tells whether this call
-// built it, and took how long.
-func cachedTool(ctx context.Context, dir, name, version, pkg string, flags ...string) (path string, built time.Duration, err error) {
-	cache, err := toolCacheDir()
-	if err != nil {
-		return "", 0, fmt.Errorf("tool cache: %w", err)
-	}
-	path = filepath.Join(cache, name+"-"+version)
-	if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-		return path, 0, nil
-	}
-	tmp, err := os.CreateTemp(cache, "."+name+"-build-*")
-	if err != nil {
-		return "", 0, err
-	}
-	tmp.Close()
-	defer os.Remove(tmp.Name())
-	start := time.Now()
-	args := append([]string{"build"}, flags...)
-	args = append(args, "-o", tmp.Name(), pkg)
-	if _, err := goCmd(ctx, dir, args...); err != nil {
-		return "", 0, fmt.Errorf("build %s %s: %w", name, version, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", 0, err
-	}
-	return path, time.Since(start), nil
+	return toolcache.Go(ctx, dir, args...)
 }
 
 // buildCrictl returns crictl at the version the main go.mod requires,
 // from the tool cache.
 func buildCrictl(ctx context.Context) (string, time.Duration, error) {
-	const mod = "sigs.k8s.io/cri-tools"
-	v, err := moduleVersion(ctx, repoRoot, mod)
-	if err != nil {
-		return "", 0, err
-	}
-	return cachedTool(ctx, repoRoot, "crictl", v, mod+"/cmd/crictl", "-ldflags=-s -w")
+	return toolcache.Crictl(ctx, repoRoot)
 }
 
 // buildCompose returns Docker Compose v2 at the version test/tools/go.mod
 // requires, from the tool cache.
 func buildCompose(ctx context.Context) (string, time.Duration, error) {
-	const mod = "github.com/docker/compose/v5"
-	dir := filepath.Join(repoRoot, "test", "tools")
-	v, err := moduleVersion(ctx, dir, mod)
-	if err != nil {
-		return "", 0, err
-	}
-	return cachedTool(ctx, dir, "docker-compose", v, mod+"/cmd",
-		"-ldflags=-s -w -X "+mod+"/internal.Version="+v)
+	return toolcache.Compose(ctx, repoRoot)
 }
 
 // installComposePlugin makes dockerConfig a DOCKER_CONFIG whose only content
 // is the compose binary as the CLI plugin docker-compose, and checks that
 // `docker compose version` runs it.
 func installComposePlugin(ctx context.Context, dockerConfig, bin string) (string, error) {
-	plugins := filepath.Join(dockerConfig, "cli-plugins")
-	if err := os.MkdirAll(plugins, 0o755); err != nil {
-		return "", err
-	}
-	if err := os.Symlink(bin, filepath.Join(plugins, "docker-compose")); err != nil {
-		return "", err
-	}
-	cmd := exec.CommandContext(ctx, "docker", "compose", "version", "--short")
-	cmd.Env = dockerEnv(dockerConfig)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("docker compose version: %w: %s", err, out)
-	}
-	return strings.TrimSpace(string(out)), nil
+	return toolcache.InstallComposePlugin(ctx, dockerConfig, bin)
 }
 
 // dockerEnv is the environment for docker and docker-compose commands: the
 // test's DOCKER_CONFIG, and nothing that would pick another project.
-func dockerEnv(dockerConfig string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if k == "DOCKER_CONFIG" || strings.HasPrefix(k, "COMPOSE_") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, "DOCKER_CONFIG="+dockerConfig)
-}
+func dockerEnv(dockerConfig string) []string { return toolcache.DockerEnv(dockerConfig) }

@@ -51,11 +51,15 @@ func Pump(ctx context.Context, w *Writer, src Source, tty bool, since time.Time)
 	}()
 
 	p := &pump{ctx: ctx, w: w, since: since, last: since}
-	br := bufio.NewReaderSize(rc, maxPiece)
 	if tty {
-		err = p.raw(br)
+		// ReadSlice cuts a long line into pieces of the buffer's size.
+		err = p.raw(bufio.NewReaderSize(rc, maxPiece))
 	} else {
-		err = p.multiplexed(br)
+		// Frames carry their length and are read whole with io.ReadFull
+		// from the response body, which the HTTP client buffers already:
+		// no buffer of our own, so the pump of a quiet container (most of
+		// them, most of the time) holds no 64 KiB (BENCHMARKS.md, memory).
+		err = p.multiplexed(rc)
 	}
 	if ctx.Err() != nil {
 		// Whatever the read returned, it was caused by the cancellation.
