@@ -1,0 +1,275 @@
+// Command vk-cri registers a virtual node in a Kubernetes cluster and runs
+// the pods scheduled to it through a CRI runtime (cri-compose, or any
+// other), as kubelet would. See pkg/vk.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/virtual-kubelet/virtual-kubelet/log"
+	"github.com/virtual-kubelet/virtual-kubelet/log/klogv2"
+	"github.com/virtual-kubelet/virtual-kubelet/node"
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/cri-compose/cri-compose/pkg/vk"
+)
+
+// version is vk-cri's version, reported as the node's kubelet version.
+var version = "v1.37.2-vk-cri"
+
+const defaultTaint = "virtual-kubelet.io/provider=cri-compose:NoSchedule"
+
+type options struct {
+	kubeconfig    string
+	nodeName      string
+	criEndpoint   string
+	pods          int64
+	taints        string
+	listenAddress string
+	stateDir      string
+	nodeIP        string
+	tlsCert       string
+	tlsKey        string
+	clientCA      string
+	clusterDNS    string
+	clusterDomain string
+	resolvConf    string
+	resync        time.Duration
+	workers       int
+}
+
+func main() {
+	if err := run(); err != nil {
+		klog.ErrorS(err, "vk-cri failed")
+		klog.Flush()
+		os.Exit(1)
+	}
+	klog.Flush()
+}
+
+func run() error {
+	hostname, _ := os.Hostname()
+	var o options
+	fs := flag.NewFlagSet("vk-cri", flag.ExitOnError)
+	klog.InitFlags(fs)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster to join (default $KUBECONFIG, else in-cluster)")
+	fs.StringVar(&o.nodeName, "nodename", strings.ToLower(hostname), "name of the node")
+	fs.StringVar(&o.criEndpoint, "cri-endpoint", "unix:///run/cri-compose/cri-compose.sock", "CRI runtime endpoint")
+	fs.Int64Var(&o.pods, "pods", 110, "pod capacity of the node")
+	fs.StringVar(&o.taints, "taint", defaultTaint, "taints of the node, key[=value]:effect, comma-separated (\"\" for none)")
+	fs.StringVar(&o.listenAddress, "listen-address", ":10250", "address of the kubelet API (logs, exec, attach, port-forward). Without --client-ca-file it is served on 127.0.0.1 only")
+	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/vk-cri", "folder for the pods' volume files, logs and the serving certificate")
+	fs.StringVar(&o.nodeIP, "node-ip", "", "the node's InternalIP (default: the address that reaches the API server)")
+	fs.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate of the kubelet API (default: self-signed, kept in the state dir)")
+	fs.StringVar(&o.tlsKey, "tls-private-key-file", "", "key of --tls-cert-file")
+	fs.StringVar(&o.clientCA, "client-ca-file", "", "CA whose client certificates the kubelet API requires (the API server's kubelet client certificate)")
+	fs.StringVar(&o.clusterDNS, "cluster-dns", "", "cluster DNS servers for dnsPolicy ClusterFirst, comma-separated (none: ClusterFirst acts as Default)")
+	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "cluster domain")
+	fs.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration for dnsPolicy Default (\"\": the runtime's default)")
+	fs.DurationVar(&o.resync, "resync", 30*time.Second, "how often every pod is checked against the runtime, events or not")
+	fs.IntVar(&o.workers, "pod-sync-workers", 4, "virtual-kubelet pod controller workers")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	_ = fs.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Println("vk-cri", version)
+		return nil
+	}
+	log.L = klogv2.New(nil)
+	if o.nodeName == "" {
+		return errors.New("--nodename is required")
+	}
+	taints, err := parseTaints(o.taints)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.stateDir, 0o755); err != nil {
+		return err
+	}
+	stateDir, err := filepath.Abs(o.stateDir)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	restCfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	nodeIP := o.nodeIP
+	if nodeIP == "" {
+		if nodeIP, err = outboundIP(restCfg.Host); err != nil {
+			return fmt.Errorf("--node-ip not given and not found: %w", err)
+		}
+	}
+	listen, err := listenAddress(o.listenAddress, o.clientCA != "")
+	if err != nil {
+		return err
+	}
+	port, err := vk.PortOf(listen)
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := vk.TLSConfig(o.tlsCert, o.tlsKey, o.clientCA, filepath.Join(stateDir, "pki"), o.nodeName, []string{nodeIP})
+	if err != nil {
+		return err
+	}
+
+	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	rt, err := vk.Dial(dialCtx, o.criEndpoint, 2*time.Minute)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer rt.Close(context.Background())
+
+	var dnsServers []string
+	for _, s := range strings.Split(o.clusterDNS, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			dnsServers = append(dnsServers, s)
+		}
+	}
+	// nodeutil.NewNode makes a client from $KUBECONFIG before taking ours:
+	// let it find the same file rather than warn.
+	os.Setenv("KUBECONFIG", o.kubeconfig)
+	var provider *vk.Provider
+	mux := http.NewServeMux()
+	n, err := nodeutil.NewNode(o.nodeName,
+		func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
+			p, err := vk.New(ctx, vk.Config{
+				NodeName: o.nodeName, NodeIPs: []string{nodeIP}, StateDir: stateDir, Runtime: rt,
+				Client: client, ConfigMaps: pc.ConfigMaps, Secrets: pc.Secrets,
+				DNS:          vk.DNS{ClusterDNS: dnsServers, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf},
+				ResyncPeriod: o.resync,
+			})
+			if err != nil {
+				return nil, nil, err
+			}
+			p.ConfigureNode(ctx, pc.Node, vk.NodeConfig{Pods: o.pods, Taints: taints, KubeletPort: port, Version: version})
+			mux.Handle("/", p.Handler(pc.Pods))
+			provider = p
+			return p, p, nil
+		},
+		nodeutil.WithClient(client),
+		func(c *nodeutil.NodeConfig) error {
+			c.HTTPListenAddr = listen
+			c.TLSConfig = tlsCfg
+			c.Handler = mux
+			c.NumWorkers = o.workers
+			// Env (status.podIP included) is resolved by vk-cri when the
+			// container starts, as kubelet does.
+			c.SkipDownwardAPIResolution = true
+			return nil
+		},
+	)
+	if err != nil {
+		return err
+	}
+	runDone := make(chan struct{})
+	go func() { provider.Run(ctx); close(runDone) }()
+	nodeDone := make(chan error, 1)
+	go func() { nodeDone <- n.Run(ctx) }()
+	klog.InfoS("vk-cri running", "node", o.nodeName, "nodeIP", nodeIP, "kubeletAPI", listen,
+		"clientCA", o.clientCA != "", "cri", o.criEndpoint, "runtime", provider.RuntimeName(), "stateDir", stateDir)
+	if err := n.WaitReady(ctx, 0); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("node not ready: %w", err)
+	}
+	klog.InfoS("Node registered", "node", o.nodeName)
+	err = <-nodeDone
+	stop()
+	<-runDone
+	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		klog.InfoS("Stopped; pods keep running")
+		return nil
+	}
+	return err
+}
+
+func parseTaints(s string) ([]v1.Taint, error) {
+	var out []v1.Taint
+	for _, t := range strings.Split(s, ",") {
+		if t = strings.TrimSpace(t); t == "" {
+			continue
+		}
+		taint, err := vk.ParseTaint(t)
+		if err != nil {
+			return nil, fmt.Errorf("--taint: %w", err)
+		}
+		out = append(out, taint)
+	}
+	return out, nil
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+		}
+		return cfg, nil
+	}
+	return clientcmd.BuildConfigFromFlags("", kubeconfig)
+}
+
+// listenAddress applies the rule that the kubelet API is never served
+// without authentication beyond loopback: with no client CA, an address
+// without a host becomes 127.0.0.1, and any other non-loopback host is an
+// error.
+func listenAddress(addr string, clientCA bool) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("--listen-address: %w", err)
+	}
+	if clientCA {
+		return addr, nil
+	}
+	if host == "" {
+		klog.InfoS("No --client-ca-file: the kubelet API listens on loopback only", "address", net.JoinHostPort("127.0.0.1", port))
+		return net.JoinHostPort("127.0.0.1", port), nil
+	}
+	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
+		return addr, nil
+	}
+	return "", fmt.Errorf("--listen-address %s: the kubelet API would be unauthenticated; give --client-ca-file or a loopback address", addr)
+}
+
+// outboundIP is the local address the host uses to reach the API server
+// (a UDP "connection" sends nothing).
+func outboundIP(apiServer string) (string, error) {
+	u, err := url.Parse(apiServer)
+	if err != nil {
+		return "", err
+	}
+	port := u.Port()
+	if port == "" {
+		port = "443"
+	}
+	c, err := net.Dial("udp", net.JoinHostPort(u.Hostname(), port))
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
+}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// TestListenAddress checks that the kubelet API is never served without
+// authentication beyond loopback.
+func TestListenAddress(t *testing.T) {
+	for _, tc := range []struct {
+		addr     string
+		clientCA bool
+		want     string
+		err      bool
+	}{
+		{":10250", false, "127.0.0.1:10250", false},
+		{":10250", true, ":10250", false},
+		{"0.0.0.0:10250", false, "", true},
+		{"192.0.2.7:10250", false, "", true},
+		{"192.0.2.7:10250", true, "192.0.2.7:10250", false},
+		{"127.0.0.1:9", false, "127.0.0.1:9", false},
+		{"[::1]:9", false, "[::1]:9", false},
+		{"localhost:9", false, "localhost:9", false},
+		{"nonsense", false, "", true},
+	} {
+		got, err := listenAddress(tc.addr, tc.clientCA)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("listenAddress(%q, clientCA=%v) = %q, %v; want %q, error %v", tc.addr, tc.clientCA, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestParseTaints(t *testing.T) {
+	ts, err := parseTaints(defaultTaint + ", dedicated:NoExecute")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []v1.Taint{
+		{Key: "virtual-kubelet.io/provider", Value: "cri-compose", Effect: v1.TaintEffectNoSchedule},
+		{Key: "dedicated", Effect: v1.TaintEffectNoExecute},
+	}
+	if len(ts) != 2 || ts[0] != want[0] || ts[1] != want[1] {
+		t.Errorf("got %v", ts)
+	}
+	if ts, err := parseTaints(""); err != nil || len(ts) != 0 {
+		t.Errorf("empty: %v %v", ts, err)
+	}
+	for _, bad := range []string{"key", "key=v:Sometimes", "=v:NoSchedule"} {
+		if _, err := parseTaints(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,234 @@
+package vk
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// containerHash identifies a container's spec: a running container whose
+// hash differs from its spec's is restarted (kubelet does the same when,
+// say, the image of a running pod is changed).
+func containerHash(c *v1.Container) string {
+	b, _ := json.Marshal(c)
+	h := fnv.New32a()
+	h.Write(b)
+	return strconv.FormatUint(uint64(h.Sum32()), 16)
+}
+
+// containerLogPath is where the runtime writes a container's log, relative
+// to the sandbox's log directory: <name>/<attempt>.log, as kubelet names it.
+func containerLogPath(name string, attempt uint32) string {
+	return filepath.Join(name, strconv.FormatUint(uint64(attempt), 10)+".log")
+}
+
+// startSpec is what makeContainerConfig needs besides the pod.
+type startSpec struct {
+	c        *v1.Container
+	init     bool
+	attempt  uint32
+	imageRef string
+	env      []*runtimeapi.KeyValue
+	volumes  map[string]volume
+	// termFile is the host file mounted at terminationMessagePath.
+	termFile string
+}
+
+// makeContainerConfig is the CRI container for s.c, as kubelet builds it
+// (generateContainerConfig).
+func makeContainerConfig(pod *v1.Pod, s startSpec) (*runtimeapi.ContainerConfig, error) {
+	c := s.c
+	envMap := make(map[string]string, len(s.env))
+	for _, kv := range s.env {
+		envMap[kv.Key] = string(kv.Value)
+	}
+	expandAll := func(in []string) []string {
+		if in == nil {
+			return nil
+		}
+		out := make([]string, len(in))
+		for i, v := range in {
+			out[i] = expand(v, envMap)
+		}
+		return out
+	}
+	mounts, err := makeMounts(c, s.volumes)
+	if err != nil {
+		return nil, err
+	}
+	if s.termFile != "" && c.TerminationMessagePath != "" {
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: s.termFile})
+	}
+	grace := int64(30)
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	annotations := copyMap(pod.Annotations)
+	annotations[annotationContainerHash] = containerHash(c)
+	annotations[annotationRestartCount] = strconv.FormatUint(uint64(s.attempt), 10)
+	annotations[annotationTerminationPath] = c.TerminationMessagePath
+	annotations[annotationTerminationPolicy] = string(c.TerminationMessagePolicy)
+	annotations[annotationPodGracePeriod] = strconv.FormatInt(grace, 10)
+	if s.init {
+		annotations[annotationContainerInitMarker] = "true"
+	}
+	cfg := &runtimeapi.ContainerConfig{
+		Metadata:   &runtimeapi.ContainerMetadata{Name: c.Name, Attempt: s.attempt},
+		Image:      &runtimeapi.ImageSpec{Image: s.imageRef, UserSpecifiedImage: c.Image},
+		Command:    expandAll(c.Command),
+		Args:       expandAll(c.Args),
+		WorkingDir: c.WorkingDir,
+		Envs:       s.env,
+		Mounts:     mounts,
+		Labels: map[string]string{
+			labelPodName:       pod.Name,
+			labelPodNamespace:  pod.Namespace,
+			labelPodUID:        string(pod.UID),
+			labelContainerName: c.Name,
+		},
+		Annotations: annotations,
+		LogPath:     containerLogPath(c.Name, s.attempt),
+		Stdin:       c.Stdin,
+		StdinOnce:   c.StdinOnce,
+		Tty:         c.TTY,
+		Linux: &runtimeapi.LinuxContainerConfig{
+			Resources:       linuxResources(c),
+			SecurityContext: containerSecurity(pod, c),
+		},
+	}
+	return cfg, nil
+}
+
+// makeMounts turns volumeMounts into CRI mounts of the host paths.
+func makeMounts(c *v1.Container, vols map[string]volume) ([]*runtimeapi.Mount, error) {
+	var mounts []*runtimeapi.Mount
+	for _, m := range c.VolumeMounts {
+		v, ok := vols[m.Name]
+		if !ok {
+			return nil, fmt.Errorf("volumeMount %q: no such volume", m.Name)
+		}
+		host := v.hostPath
+		if m.SubPath != "" {
+			if !filepath.IsLocal(m.SubPath) {
+				return nil, fmt.Errorf("volumeMount %q: subPath %q leaves the volume", m.Name, m.SubPath)
+			}
+			host = filepath.Join(host, m.SubPath)
+			if _, err := os.Lstat(host); os.IsNotExist(err) && !v.readOnly {
+				// kubelet makes a missing subPath as a folder.
+				if err := os.MkdirAll(host, 0o777); err != nil {
+					return nil, err
+				}
+			}
+		}
+		// TODO(issue 7): subPathExpr.
+		mount := &runtimeapi.Mount{
+			ContainerPath: m.MountPath,
+			HostPath:      host,
+			Readonly:      m.ReadOnly || v.readOnly,
+		}
+		if m.MountPropagation != nil {
+			switch *m.MountPropagation {
+			case v1.MountPropagationHostToContainer:
+				mount.Propagation = runtimeapi.MountPropagation_PROPAGATION_HOST_TO_CONTAINER
+			case v1.MountPropagationBidirectional:
+				mount.Propagation = runtimeapi.MountPropagation_PROPAGATION_BIDIRECTIONAL
+			}
+		}
+		mounts = append(mounts, mount)
+	}
+	return mounts, nil
+}
+
+// linuxResources maps requests and limits as kubelet does on cgroup v1
+// and v2 alike: shares from the CPU request, quota from the CPU limit,
+// memory limit as is.
+func linuxResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
+	r := &runtimeapi.LinuxContainerResources{}
+	const period = 100000
+	if q, ok := c.Resources.Requests[v1.ResourceCPU]; ok {
+		r.CpuShares = max(2, q.MilliValue()*1024/1000)
+	} else if q, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
+		r.CpuShares = max(2, q.MilliValue()*1024/1000)
+	} else {
+		r.CpuShares = 2
+	}
+	if q, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
+		r.CpuPeriod = period
+		r.CpuQuota = max(1000, q.MilliValue()*period/1000)
+	}
+	if q, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
+		r.MemoryLimitInBytes = q.Value()
+	}
+	return r
+}
+
+func containerSecurity(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerSecurityContext {
+	sc := &runtimeapi.LinuxContainerSecurityContext{NamespaceOptions: namespaceOptions(pod)}
+	psc := pod.Spec.SecurityContext
+	if psc == nil {
+		psc = &v1.PodSecurityContext{}
+	}
+	csc := c.SecurityContext
+	if csc == nil {
+		csc = &v1.SecurityContext{}
+	}
+	// Container settings win over the pod's.
+	runAsUser, runAsGroup, runAsNonRoot := psc.RunAsUser, psc.RunAsGroup, psc.RunAsNonRoot
+	if csc.RunAsUser != nil {
+		runAsUser = csc.RunAsUser
+	}
+	if csc.RunAsGroup != nil {
+		runAsGroup = csc.RunAsGroup
+	}
+	if csc.RunAsNonRoot != nil {
+		runAsNonRoot = csc.RunAsNonRoot
+	}
+	if runAsUser != nil {
+		sc.RunAsUser = &runtimeapi.Int64Value{Value: *runAsUser}
+	}
+	if runAsGroup != nil {
+		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *runAsGroup}
+	}
+	// TODO(issue 7): runAsNonRoot needs the image's user (ImageStatus);
+	// refuse to start a root container as kubelet does.
+	_ = runAsNonRoot
+	sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
+	if psc.FSGroup != nil {
+		sc.SupplementalGroups = append(sc.SupplementalGroups, *psc.FSGroup)
+	}
+	if csc.Privileged != nil {
+		sc.Privileged = *csc.Privileged
+	}
+	if csc.ReadOnlyRootFilesystem != nil {
+		sc.ReadonlyRootfs = *csc.ReadOnlyRootFilesystem
+	}
+	if csc.AllowPrivilegeEscalation != nil {
+		sc.NoNewPrivs = !*csc.AllowPrivilegeEscalation
+	}
+	if caps := csc.Capabilities; caps != nil {
+		sc.Capabilities = &runtimeapi.Capability{}
+		for _, a := range caps.Add {
+			sc.Capabilities.AddCapabilities = append(sc.Capabilities.AddCapabilities, string(a))
+		}
+		for _, d := range caps.Drop {
+			sc.Capabilities.DropCapabilities = append(sc.Capabilities.DropCapabilities, string(d))
+		}
+	}
+	opts := psc.SELinuxOptions
+	if csc.SELinuxOptions != nil {
+		opts = csc.SELinuxOptions
+	}
+	sc.SelinuxOptions = selinux(opts)
+	prof := psc.SeccompProfile
+	if csc.SeccompProfile != nil {
+		prof = csc.SeccompProfile
+	}
+	sc.Seccomp = seccomp(prof)
+	return sc
+}

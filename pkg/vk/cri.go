@@ -1,0 +1,67 @@
+package vk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	remote "k8s.io/cri-client/pkg"
+)
+
+// Runtime is the CRI runtime and image services vk-cri drives: the
+// interfaces of k8s.io/cri-api, which k8s.io/cri-client implements over
+// gRPC and k8s.io/cri-api's testing package fakes.
+type Runtime struct {
+	internalapi.RuntimeService
+	Images internalapi.ImageManagerService
+}
+
+// Dial connects to the CRI runtime at endpoint (unix:///path), for both
+// services. timeout bounds each unary call (image pulls excepted: they take
+// the context's deadline).
+func Dial(ctx context.Context, endpoint string, timeout time.Duration) (*Runtime, error) {
+	tp := noop.NewTracerProvider()
+	rs, err := remote.NewRemoteRuntimeService(ctx, endpoint, timeout, tp, false)
+	if err != nil {
+		return nil, fmt.Errorf("connect to CRI runtime %s: %w", endpoint, err)
+	}
+	is, err := remote.NewRemoteImageService(ctx, endpoint, timeout, tp, false)
+	if err != nil {
+		return nil, fmt.Errorf("connect to CRI image service %s: %w", endpoint, err)
+	}
+	return &Runtime{RuntimeService: rs, Images: is}, nil
+}
+
+// Close closes both connections.
+func (r *Runtime) Close(ctx context.Context) error {
+	return errors.Join(r.RuntimeService.Close(ctx), r.Images.Close(ctx))
+}
+
+// isNotFound reports whether a CRI call failed because the object is gone.
+func isNotFound(err error) bool {
+	return status.Code(err) == codes.NotFound
+}
+
+// isUnimplemented reports whether the runtime does not offer the call.
+func isUnimplemented(err error) bool {
+	return status.Code(err) == codes.Unimplemented
+}
+
+// containerStateName is a short name of a CRI container state for logs.
+func containerStateName(s runtimeapi.ContainerState) string {
+	switch s {
+	case runtimeapi.ContainerState_CONTAINER_CREATED:
+		return "created"
+	case runtimeapi.ContainerState_CONTAINER_RUNNING:
+		return "running"
+	case runtimeapi.ContainerState_CONTAINER_EXITED:
+		return "exited"
+	}
+	return "unknown"
+}

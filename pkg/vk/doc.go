@@ -1,0 +1,23 @@
+// Package vk is vk-cri's provider for virtual-kubelet: a kubelet in
+// miniature that runs the pods scheduled to its node through a CRI runtime.
+//
+// It speaks only CRI (k8s.io/cri-client's gRPC clients) and Kubernetes; it
+// knows nothing of the runtime behind the socket, so it drives cri-compose
+// and any other CRI runtime alike.
+//
+// The files answer one question each:
+//
+//   - provider.go: the virtual-kubelet provider (pod lifecycle, notify).
+//   - worker.go: one goroutine per pod that drives CRI toward the pod spec.
+//   - sandbox.go, containers.go, env.go, volumes.go, images.go: what the
+//     worker asks the runtime for (sandbox and container configs, env,
+//     files on disk, image pulls).
+//   - restart.go: kubelet's restart policy and crash-loop back-off.
+//   - status.go: CRI state → v1.PodStatus, a pure function.
+//   - events.go: the runtime's container event stream (or a relist) that
+//     wakes the workers.
+//   - node.go, hostinfo.go: the Node object, its capacity and conditions.
+//   - logs.go, streaming.go, server.go: the kubelet API (logs from the CRI
+//     log files; exec, attach and port-forward proxied to the runtime's
+//     streaming server; TLS).
+package vk

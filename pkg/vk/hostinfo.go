@@ -1,0 +1,106 @@
+package vk
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// hostInfo is what the Node reports about the machine the pods run on.
+//
+// CRI has no call for the runtime host's CPUs and memory. vk-cri takes
+// them from the runtime's verbose Status info when it offers them (keys
+// "ncpu" and "memTotal" in a JSON info value, as `docker info` names
+// them), and otherwise from this host's /proc: vk-cri runs on the
+// runtime's host for now (the pods' volume files must be there too).
+type hostInfo struct {
+	cpus          int64
+	memoryBytes   int64
+	storageBytes  int64 // of the state dir's file system
+	kernel        string
+	osImage       string
+	machineID     string
+	bootID        string
+	fromRuntime   bool
+	architecture  string
+	operatingSyst string
+}
+
+func readHostInfo(stateDir string, statusInfo map[string]string) hostInfo {
+	h := hostInfo{
+		cpus:          int64(runtime.NumCPU()),
+		kernel:        firstLine("/proc/sys/kernel/osrelease"),
+		osImage:       osRelease(),
+		machineID:     firstLine("/etc/machine-id"),
+		bootID:        firstLine("/proc/sys/kernel/random/boot_id"),
+		architecture:  runtime.GOARCH,
+		operatingSyst: runtime.GOOS,
+	}
+	if m := memTotal(); m > 0 {
+		h.memoryBytes = m
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(stateDir, &fs); err == nil {
+		h.storageBytes = int64(fs.Blocks) * fs.Bsize
+	}
+	for _, v := range statusInfo {
+		var info map[string]any
+		if json.Unmarshal([]byte(v), &info) != nil {
+			continue
+		}
+		if n, ok := info["ncpu"].(float64); ok && n > 0 {
+			h.cpus, h.fromRuntime = int64(n), true
+		}
+		if n, ok := info["memTotal"].(float64); ok && n > 0 {
+			h.memoryBytes, h.fromRuntime = int64(n), true
+		}
+	}
+	return h
+}
+
+func firstLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	s, _, _ := strings.Cut(string(b), "\n")
+	return strings.TrimSpace(s)
+}
+
+func osRelease() string {
+	f, err := os.Open("/etc/os-release")
+	if err != nil {
+		return runtime.GOOS
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return runtime.GOOS
+}
+
+// memTotal is MemTotal of /proc/meminfo in bytes.
+func memTotal() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}

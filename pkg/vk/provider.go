@@ -1,0 +1,387 @@
+package vk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	"k8s.io/utils/clock"
+)
+
+// Config is what the provider needs to run pods on its node.
+type Config struct {
+	NodeName string
+	// NodeIPs are the node's addresses (InternalIP), first the primary.
+	NodeIPs []string
+	// StateDir holds the pods' volume files and logs.
+	StateDir string
+	Runtime  *Runtime
+	// Client reads what listers have not seen yet (a configMap created
+	// a moment before its pod).
+	Client     kubernetes.Interface
+	ConfigMaps corev1listers.ConfigMapLister
+	Secrets    corev1listers.SecretLister
+	DNS        DNS
+	// ResyncPeriod wakes every pod worker this often whatever the events
+	// say (default 30 s).
+	ResyncPeriod time.Duration
+	// RelistPeriod is how often the runtime is listed when it has no
+	// container events (default 1 s, kubelet's PLEG period).
+	RelistPeriod time.Duration
+	// Clock is for tests (default: the real one).
+	Clock clock.WithTicker
+}
+
+// Provider is the virtual-kubelet provider: it runs the pods of its node
+// through CRI, one worker per pod.
+type Provider struct {
+	cfg     Config
+	rt      *Runtime
+	clock   clock.WithTicker
+	backoff *backoff
+	objects objectSource
+	// runtimeName prefixes container ids (cri-compose://<id>), from the
+	// runtime's Version.
+	runtimeName    string
+	runtimeVersion string
+
+	mu      sync.Mutex
+	workers map[types.UID]*podWorker
+	byName  map[string]types.UID // namespace/name → uid of the current pod
+	notify  func(*v1.Pod)
+	ctx     context.Context // the workers' context, from Run
+
+	node nodeState
+}
+
+// New makes a provider; Run starts it.
+func New(ctx context.Context, cfg Config) (*Provider, error) {
+	if cfg.NodeName == "" || cfg.StateDir == "" || cfg.Runtime == nil {
+		return nil, errors.New("vk: NodeName, StateDir and Runtime are required")
+	}
+	if cfg.ResyncPeriod <= 0 {
+		cfg.ResyncPeriod = 30 * time.Second
+	}
+	if cfg.RelistPeriod <= 0 {
+		cfg.RelistPeriod = time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	v, err := cfg.Runtime.Version(ctx, "v1")
+	if err != nil {
+		return nil, fmt.Errorf("CRI Version: %w", err)
+	}
+	p := &Provider{
+		cfg: cfg, rt: cfg.Runtime, clock: cfg.Clock,
+		backoff:        newBackoff(cfg.Clock, backoffInitial, backoffMax),
+		objects:        &apiObjects{client: cfg.Client, configMaps: cfg.ConfigMaps, secrets: cfg.Secrets},
+		runtimeName:    v.GetRuntimeName(),
+		runtimeVersion: v.GetRuntimeVersion(),
+		workers:        map[types.UID]*podWorker{},
+		byName:         map[string]types.UID{},
+	}
+	klog.InfoS("CRI runtime", "name", v.GetRuntimeName(), "version", v.GetRuntimeVersion(), "apiVersion", v.GetRuntimeApiVersion())
+	return p, nil
+}
+
+// RuntimeName is the runtime's name from CRI Version.
+func (p *Provider) RuntimeName() string { return p.runtimeName }
+
+// Run drives the provider until ctx ends: the runtime's event stream,
+// the periodic resync and the node's runtime conditions. Pod workers run
+// under ctx too; when it ends they stop and the pods keep running, as
+// they do when kubelet stops.
+func (p *Provider) Run(ctx context.Context) {
+	p.mu.Lock()
+	p.ctx = ctx
+	for _, w := range p.workers { // made before Run
+		go w.run(ctx)
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Go(func() { p.watchEvents(ctx) })
+	wg.Go(func() { p.monitorRuntime(ctx) })
+	wg.Go(func() {
+		t := p.clock.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C():
+				p.backoff.gc()
+			}
+		}
+	})
+	wg.Wait()
+}
+
+// NotifyPods registers the callback that passes pod statuses to
+// virtual-kubelet.
+func (p *Provider) NotifyPods(_ context.Context, cb func(*v1.Pod)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.notify = cb
+}
+
+func (p *Provider) notifyPod(pod *v1.Pod) {
+	p.mu.Lock()
+	cb := p.notify
+	p.mu.Unlock()
+	if cb != nil {
+		cb(pod)
+	}
+}
+
+func key(namespace, name string) string { return namespace + "/" + name }
+
+// CreatePod starts a worker for the pod.
+func (p *Provider) CreatePod(_ context.Context, pod *v1.Pod) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w, ok := p.workers[pod.UID]; ok {
+		w.setPod(pod)
+		return nil
+	}
+	w := newPodWorker(p, pod.DeepCopy())
+	p.workers[pod.UID] = w
+	p.byName[key(pod.Namespace, pod.Name)] = pod.UID
+	if p.ctx != nil {
+		go w.run(p.ctx)
+	}
+	klog.V(2).InfoS("Pod added", "pod", klog.KObj(pod), "uid", pod.UID)
+	return nil
+}
+
+// UpdatePod passes the new spec to the pod's worker: a container whose
+// spec changed (its image, say) is restarted.
+func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) error {
+	p.mu.Lock()
+	w, ok := p.workers[pod.UID]
+	p.mu.Unlock()
+	if !ok {
+		return p.CreatePod(ctx, pod)
+	}
+	w.setPod(pod)
+	return nil
+}
+
+// DeletePod stops the pod gracefully and removes it from the runtime, in
+// the background; its worker reports the final status when done. A pod
+// vk-cri has no worker for (left from an earlier run) gets one that only
+// removes it.
+func (p *Provider) DeletePod(_ context.Context, pod *v1.Pod) error {
+	grace := int64(30)
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if pod.DeletionGracePeriodSeconds != nil {
+		grace = *pod.DeletionGracePeriodSeconds
+	}
+	p.mu.Lock()
+	w, ok := p.workers[pod.UID]
+	if !ok {
+		w = newPodWorker(p, pod.DeepCopy())
+		p.workers[pod.UID] = w
+		if _, taken := p.byName[key(pod.Namespace, pod.Name)]; !taken {
+			p.byName[key(pod.Namespace, pod.Name)] = pod.UID
+		}
+		if ctx := p.ctx; ctx != nil {
+			defer func() { go w.run(ctx) }()
+		}
+	}
+	p.mu.Unlock()
+	if pod.DeletionTimestamp != nil {
+		w.setPod(pod)
+	}
+	w.delete(grace)
+	klog.V(2).InfoS("Pod deletion requested", "pod", klog.KObj(pod), "uid", pod.UID, "grace", grace)
+	return nil
+}
+
+// deleteFromAPI deletes a pod vk-cri has stopped and removed, with no
+// grace period left, as kubelet does; the UID precondition spares a new
+// pod of the same name.
+func (p *Provider) deleteFromAPI(ctx context.Context, pod *v1.Pod) {
+	if p.cfg.Client == nil {
+		return
+	}
+	zero := int64(0)
+	err := p.cfg.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero, Preconditions: metav1.NewUIDPreconditions(string(pod.UID)),
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		klog.ErrorS(err, "Deleting the pod from the API server", "pod", klog.KObj(pod))
+	}
+}
+
+// forget drops a worker that finished.
+func (p *Provider) forget(w *podWorker) {
+	pod := w.pod()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.workers[pod.UID] == w {
+		delete(p.workers, pod.UID)
+	}
+	if p.byName[key(pod.Namespace, pod.Name)] == pod.UID {
+		delete(p.byName, key(pod.Namespace, pod.Name))
+		// A newer pod of the same name may still be running.
+		for uid, o := range p.workers {
+			op := o.pod()
+			if op.Namespace == pod.Namespace && op.Name == pod.Name {
+				p.byName[key(pod.Namespace, pod.Name)] = uid
+			}
+		}
+	}
+}
+
+func (p *Provider) worker(namespace, name string) *podWorker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	uid, ok := p.byName[key(namespace, name)]
+	if !ok {
+		return nil
+	}
+	return p.workers[uid]
+}
+
+// GetPod returns the pod with its latest status.
+func (p *Provider) GetPod(_ context.Context, namespace, name string) (*v1.Pod, error) {
+	w := p.worker(namespace, name)
+	if w == nil {
+		return nil, errdefs.NotFoundf("pod %s/%s is not known", namespace, name)
+	}
+	return w.podWithStatus(), nil
+}
+
+// GetPodStatus returns the pod's latest status.
+func (p *Provider) GetPodStatus(ctx context.Context, namespace, name string) (*v1.PodStatus, error) {
+	pod, err := p.GetPod(ctx, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	return &pod.Status, nil
+}
+
+// GetPods returns the pods this node runs: those it has workers for and
+// those the runtime still holds from an earlier run (by their sandboxes'
+// labels), so that virtual-kubelet deletes the ones Kubernetes no longer
+// has.
+func (p *Provider) GetPods(ctx context.Context) ([]*v1.Pod, error) {
+	p.mu.Lock()
+	pods := make([]*v1.Pod, 0, len(p.workers))
+	known := map[string]bool{}
+	for _, w := range p.workers {
+		pod := w.podWithStatus()
+		pods = append(pods, pod)
+		known[string(pod.UID)] = true
+	}
+	p.mu.Unlock()
+	sbs, err := p.rt.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{LabelSelector: map[string]string{labelNode: p.cfg.NodeName}})
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	for _, sb := range sbs {
+		md := sb.GetMetadata()
+		if md == nil || known[md.Uid] {
+			continue
+		}
+		known[md.Uid] = true
+		pods = append(pods, &v1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: md.Name, Namespace: md.Namespace, UID: types.UID(md.Uid)},
+			Spec:       v1.PodSpec{NodeName: p.cfg.NodeName},
+		})
+	}
+	return pods, nil
+}
+
+// The streaming calls of nodeutil.Provider are not used: the kubelet API
+// proxies exec, attach and port-forward to the runtime's own streaming
+// server (streaming.go), as kubelet does.
+
+// RunInContainer is not used; see streaming.go.
+func (p *Provider) RunInContainer(context.Context, string, string, string, []string, api.AttachIO) error {
+	return errdefs.InvalidInput("exec is proxied to the runtime's streaming server")
+}
+
+// AttachToContainer is not used; see streaming.go.
+func (p *Provider) AttachToContainer(context.Context, string, string, string, api.AttachIO) error {
+	return errdefs.InvalidInput("attach is proxied to the runtime's streaming server")
+}
+
+// PortForward is not used; see streaming.go.
+func (p *Provider) PortForward(context.Context, string, string, int32, io.ReadWriteCloser) error {
+	return errdefs.InvalidInput("port-forward is proxied to the runtime's streaming server")
+}
+
+// GetStatsSummary is not there yet.
+// TODO(issue 7): /stats/summary from CRI ListContainerStats/PodSandboxStats.
+func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error) {
+	return nil, errdefs.NotFound("stats are not served yet")
+}
+
+// GetMetricsResource is not there yet.
+// TODO(issue 7): /metrics/resource from CRI stats.
+func (p *Provider) GetMetricsResource(context.Context) ([]*dto.MetricFamily, error) {
+	return nil, errdefs.NotFound("resource metrics are not served yet")
+}
+
+// apiObjects reads configMaps and secrets from the informers' caches,
+// and from the API server when the cache has not seen them yet.
+type apiObjects struct {
+	client     kubernetes.Interface
+	configMaps corev1listers.ConfigMapLister
+	secrets    corev1listers.SecretLister
+}
+
+func (o *apiObjects) configMap(ns, name string) (*v1.ConfigMap, error) {
+	if o.configMaps != nil {
+		if cm, err := o.configMaps.ConfigMaps(ns).Get(name); err == nil {
+			return cm, nil
+		}
+	}
+	if o.client == nil {
+		return nil, fmt.Errorf("%w: configMap %s/%s", errNotFound, ns, name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cm, err := o.client.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: configMap %s/%s", errNotFound, ns, name)
+	}
+	return cm, err
+}
+
+func (o *apiObjects) secret(ns, name string) (*v1.Secret, error) {
+	if o.secrets != nil {
+		if s, err := o.secrets.Secrets(ns).Get(name); err == nil {
+			return s, nil
+		}
+	}
+	if o.client == nil {
+		return nil, fmt.Errorf("%w: secret %s/%s", errNotFound, ns, name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := o.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: secret %s/%s", errNotFound, ns, name)
+	}
+	return s, err
+}

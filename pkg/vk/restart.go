@@ -1,0 +1,108 @@
+package vk
+
+import (
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/utils/clock"
+)
+
+// Kubelet's crash-loop and image-pull back-off: 10 s, doubling to 5 min;
+// an entry is forgotten once nothing failed for twice the maximum.
+const (
+	backoffInitial = 10 * time.Second
+	backoffMax     = 5 * time.Minute
+)
+
+// backoff is kubelet's flowcontrol.Backoff used the way kubelet uses it:
+// the first failure is retried at once, each later one after the current
+// delay counted from when it failed, and the delay doubles per retry.
+type backoff struct {
+	mu sync.Mutex
+	b  *flowcontrol.Backoff
+	c  clock.Clock
+	// lastFail is when each key last failed, for failures that leave
+	// nothing behind to tell the time (image pulls).
+	lastFail map[string]time.Time
+}
+
+func newBackoff(c clock.Clock, initial, max time.Duration) *backoff {
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	b := flowcontrol.NewBackOff(initial, max)
+	b.Clock = c
+	return &backoff{b: b, c: c, lastFail: map[string]time.Time{}}
+}
+
+// ready reports whether what failed at failedAt may be retried now; when
+// not, wait is how long until it may. A key seen for the first time is
+// ready at once.
+func (b *backoff) ready(key string, failedAt time.Time) (ok bool, wait time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.b.IsInBackOffSince(key, failedAt) {
+		return false, b.b.Get(key) - b.c.Since(failedAt)
+	}
+	return true, 0
+}
+
+// restarted records a retry of what failed at failedAt: the next failure
+// waits twice as long (up to the maximum).
+func (b *backoff) restarted(key string, failedAt time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b.Next(key, failedAt)
+}
+
+// failed records a failure at at, to be retried once retryReady says so.
+func (b *backoff) failed(key string, at time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lastFail[key] = at
+	b.b.Next(key, at)
+}
+
+// retryReady is ready for failures recorded with failed.
+func (b *backoff) retryReady(key string) (ok bool, wait time.Duration) {
+	b.mu.Lock()
+	at, seen := b.lastFail[key]
+	b.mu.Unlock()
+	if !seen {
+		return true, 0
+	}
+	return b.ready(key, at)
+}
+
+func (b *backoff) reset(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b.Reset(key)
+	delete(b.lastFail, key)
+}
+
+// gc forgets entries that have not failed for long.
+func (b *backoff) gc() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b.GC()
+	for k, at := range b.lastFail {
+		if b.c.Since(at) > 2*backoffMax {
+			delete(b.lastFail, k)
+		}
+	}
+}
+
+// shouldRestart reports whether a container that exited with exitCode is
+// started again under policy.
+func shouldRestart(policy v1.RestartPolicy, exitCode int32) bool {
+	switch policy {
+	case v1.RestartPolicyNever:
+		return false
+	case v1.RestartPolicyOnFailure:
+		return exitCode != 0
+	}
+	return true
+}

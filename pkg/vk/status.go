@@ -1,0 +1,372 @@
+package vk
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// Reasons kubelet reports.
+const (
+	reasonContainerCreating      = "ContainerCreating"
+	reasonPodInitializing        = "PodInitializing"
+	reasonCrashLoopBackOff       = "CrashLoopBackOff"
+	reasonCreateConfigError      = "CreateContainerConfigError"
+	reasonCreateContainerError   = "CreateContainerError"
+	reasonRunContainerError      = "RunContainerError"
+	reasonContainerStatusUnknown = "ContainerStatusUnknown"
+	reasonCompleted              = "Completed"
+	reasonError                  = "Error"
+)
+
+// criContainer is one CRI container of a pod with what its status said.
+type criContainer struct {
+	id, name, sandboxID string
+	attempt             uint32
+	state               runtimeapi.ContainerState
+	createdAt           time.Time
+	startedAt           time.Time
+	finishedAt          time.Time
+	exitCode            int32
+	reason, message     string
+	imageRef            string
+	logPath             string
+	hash                string
+}
+
+// waiting is why a container is not running when CRI alone cannot tell
+// (the worker decided not to start it yet, or failed to).
+type waiting struct {
+	reason, message string
+}
+
+// sandboxInfo is the pod's current sandbox.
+type sandboxInfo struct {
+	id    string
+	ready bool
+	ips   []string
+}
+
+// statusInput is everything the pod's status is computed from.
+type statusInput struct {
+	pod         *v1.Pod
+	runtimeName string
+	hostIPs     []string
+	sandbox     *sandboxInfo
+	// containers are the pod's CRI containers by name, newest first.
+	containers map[string][]*criContainer
+	waiting    map[string]*waiting
+	// terminated: the pod was deleted and everything of it stopped; the
+	// status is final.
+	terminated bool
+	startTime  time.Time
+	now        time.Time
+}
+
+// computeStatus is the pod's status from CRI, as kubelet's
+// generateAPIPodStatus makes it. It keeps the transition times and the
+// conditions that others own from pod.Status.
+func computeStatus(in statusInput) v1.PodStatus {
+	old := in.pod.Status
+	st := v1.PodStatus{QOSClass: old.QOSClass, NominatedNodeName: old.NominatedNodeName}
+	st.StartTime = old.StartTime
+	if st.StartTime == nil && !in.startTime.IsZero() {
+		t := metav1.NewTime(in.startTime)
+		st.StartTime = &t
+	}
+	for _, ip := range in.hostIPs {
+		st.HostIPs = append(st.HostIPs, v1.HostIP{IP: ip})
+	}
+	if len(in.hostIPs) > 0 {
+		st.HostIP = in.hostIPs[0]
+	}
+	ips := []string(nil)
+	if in.pod.Spec.HostNetwork {
+		ips = in.hostIPs
+	} else if in.sandbox != nil {
+		ips = in.sandbox.ips
+	}
+	if len(ips) == 0 && (in.terminated || in.sandbox == nil || !in.sandbox.ready) {
+		for _, ip := range old.PodIPs { // a stopped pod keeps the address it had
+			ips = append(ips, ip.IP)
+		}
+	}
+	for _, ip := range ips {
+		st.PodIPs = append(st.PodIPs, v1.PodIP{IP: ip})
+	}
+	if len(ips) > 0 {
+		st.PodIP = ips[0]
+	}
+
+	initDone := true
+	for i := range in.pod.Spec.InitContainers {
+		c := &in.pod.Spec.InitContainers[i]
+		cs := in.containerStatus(c, true, initDone)
+		if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+			initDone = false
+		}
+		st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
+	}
+	for i := range in.pod.Spec.Containers {
+		c := &in.pod.Spec.Containers[i]
+		st.ContainerStatuses = append(st.ContainerStatuses, in.containerStatus(c, false, initDone))
+	}
+	sort.Slice(st.ContainerStatuses, func(i, j int) bool { return st.ContainerStatuses[i].Name < st.ContainerStatuses[j].Name })
+	if in.terminated {
+		finalize(st.InitContainerStatuses)
+		finalize(st.ContainerStatuses)
+	}
+	st.Phase = podPhase(in.pod.Spec.RestartPolicy, st.InitContainerStatuses, st.ContainerStatuses, in.terminated)
+	st.Conditions = in.conditions(&st, initDone)
+	return st
+}
+
+// containerStatus is one container's status. initDone says whether the
+// containers before it (the init containers) have all succeeded.
+func (in *statusInput) containerStatus(c *v1.Container, init, initDone bool) v1.ContainerStatus {
+	cs := v1.ContainerStatus{Name: c.Name, Image: c.Image}
+	list := in.containers[c.Name]
+	var cur *criContainer
+	prev := list
+	if len(list) > 0 && in.sandbox != nil && list[0].sandboxID == in.sandbox.id {
+		cur, prev = list[0], list[1:]
+	}
+	if len(prev) > 0 && prev[0].state == runtimeapi.ContainerState_CONTAINER_EXITED {
+		cs.LastTerminationState.Terminated = in.terminatedState(prev[0])
+	}
+	w := in.waiting[c.Name]
+	switch {
+	case cur == nil:
+		cs.RestartCount = 0
+		if len(prev) > 0 {
+			cs.RestartCount = int32(prev[0].attempt) + 1
+		}
+		reason := reasonContainerCreating
+		if !init && !initDone {
+			reason = reasonPodInitializing
+		}
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason}
+	case cur.state == runtimeapi.ContainerState_CONTAINER_RUNNING:
+		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.startedAt)}
+		// TODO(issue 7): readiness and startup probes.
+		cs.Ready = true
+		w = nil
+	case cur.state == runtimeapi.ContainerState_CONTAINER_EXITED:
+		t := in.terminatedState(cur)
+		if w != nil {
+			// Exited and to be started again: waiting, with the last
+			// run as its last state.
+			cs.LastTerminationState = v1.ContainerState{Terminated: t}
+		} else {
+			cs.State.Terminated = t
+		}
+	case cur.state == runtimeapi.ContainerState_CONTAINER_CREATED:
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reasonContainerCreating}
+	default:
+		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reasonContainerStatusUnknown}
+	}
+	if cur != nil {
+		cs.RestartCount = int32(cur.attempt)
+		cs.ContainerID = in.runtimeName + "://" + cur.id
+		cs.ImageID = cur.imageRef
+	} else if len(prev) > 0 {
+		cs.ImageID = prev[0].imageRef
+	}
+	if w != nil && cs.State.Running == nil {
+		cs.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: w.reason, Message: w.message}}
+	}
+	started := cs.State.Running != nil
+	cs.Started = &started
+	return cs
+}
+
+func (in *statusInput) terminatedState(c *criContainer) *v1.ContainerStateTerminated {
+	reason := c.reason
+	if reason == "" {
+		reason = reasonError
+		if c.exitCode == 0 {
+			reason = reasonCompleted
+		}
+	}
+	t := &v1.ContainerStateTerminated{
+		ExitCode:    c.exitCode,
+		Reason:      reason,
+		Message:     c.message,
+		ContainerID: in.runtimeName + "://" + c.id,
+	}
+	if !c.startedAt.IsZero() {
+		t.StartedAt = metav1.NewTime(c.startedAt)
+	}
+	if !c.finishedAt.IsZero() {
+		t.FinishedAt = metav1.NewTime(c.finishedAt)
+	}
+	return t
+}
+
+// finalize makes every container of a deleted pod terminated: one that
+// never ran or could not be found reads as kubelet reports it then.
+func finalize(statuses []v1.ContainerStatus) {
+	for i := range statuses {
+		cs := &statuses[i]
+		cs.Ready = false
+		f := false
+		cs.Started = &f
+		if cs.State.Terminated != nil {
+			continue
+		}
+		if cs.State.Running != nil || cs.LastTerminationState.Terminated == nil {
+			cs.State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+				ExitCode: 137, Reason: reasonContainerStatusUnknown,
+				Message: "The container could not be located when the pod was terminated",
+			}}
+			continue
+		}
+		cs.State = v1.ContainerState{Terminated: cs.LastTerminationState.Terminated}
+		cs.LastTerminationState = v1.ContainerState{}
+	}
+}
+
+// podPhase is kubelet's getPhase.
+func podPhase(policy v1.RestartPolicy, inits, apps []v1.ContainerStatus, terminated bool) v1.PodPhase {
+	if terminated {
+		for _, cs := range append(append([]v1.ContainerStatus{}, inits...), apps...) {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+				return v1.PodFailed
+			}
+		}
+		return v1.PodSucceeded
+	}
+	pendingInit := false
+	for _, cs := range inits {
+		switch {
+		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0:
+		case cs.State.Terminated != nil:
+			if policy == v1.RestartPolicyNever {
+				return v1.PodFailed
+			}
+			pendingInit = true
+		case cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil &&
+			cs.LastTerminationState.Terminated.ExitCode != 0 && policy == v1.RestartPolicyNever:
+			return v1.PodFailed
+		default:
+			pendingInit = true
+		}
+	}
+	if pendingInit {
+		return v1.PodPending
+	}
+	var running, waiting, stopped, succeeded int
+	for _, cs := range apps {
+		switch {
+		case cs.State.Running != nil:
+			running++
+		case cs.State.Terminated != nil:
+			stopped++
+			if cs.State.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case cs.State.Waiting != nil:
+			if cs.LastTerminationState.Terminated != nil {
+				stopped++
+			} else {
+				waiting++
+			}
+		}
+	}
+	switch {
+	case waiting > 0:
+		return v1.PodPending
+	case running > 0:
+		return v1.PodRunning
+	case stopped > 0:
+		if policy == v1.RestartPolicyAlways {
+			return v1.PodRunning // restarting
+		}
+		if stopped == succeeded {
+			return v1.PodSucceeded
+		}
+		if policy == v1.RestartPolicyNever {
+			return v1.PodFailed
+		}
+		return v1.PodRunning // OnFailure: the failed ones restart
+	}
+	return v1.PodPending
+}
+
+// conditions are the pod's conditions; those kubelet does not own (and
+// readiness gates) are kept from the pod as it was.
+func (in *statusInput) conditions(st *v1.PodStatus, initDone bool) []v1.PodCondition {
+	var conds []v1.PodCondition
+	add := func(t v1.PodConditionType, ok bool, reason, msg string) {
+		s := v1.ConditionFalse
+		if ok {
+			s = v1.ConditionTrue
+			reason, msg = "", ""
+		}
+		conds = append(conds, v1.PodCondition{Type: t, Status: s, Reason: reason, Message: msg})
+	}
+	add(v1.PodReadyToStartContainers, in.sandbox != nil && in.sandbox.ready && !in.terminated, "", "")
+	var incomplete []string
+	for _, cs := range st.InitContainerStatuses {
+		if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+			incomplete = append(incomplete, cs.Name)
+		}
+	}
+	add(v1.PodInitialized, initDone || st.Phase == v1.PodSucceeded && len(incomplete) == 0, "ContainersNotInitialized",
+		fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incomplete, " ")))
+	var unready []string
+	for _, cs := range st.ContainerStatuses {
+		if !cs.Ready {
+			unready = append(unready, cs.Name)
+		}
+	}
+	reason, msg := "ContainersNotReady", fmt.Sprintf("containers with unready status: [%s]", strings.Join(unready, " "))
+	if st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
+		reason, msg = "PodCompleted", ""
+	}
+	ready := len(unready) == 0 && st.Phase == v1.PodRunning
+	add(v1.ContainersReady, ready, reason, msg)
+	gatesOK, gateReason, gateMsg := true, reason, msg
+	for _, g := range in.pod.Spec.ReadinessGates {
+		ok := false
+		for _, c := range in.pod.Status.Conditions {
+			if c.Type == g.ConditionType && c.Status == v1.ConditionTrue {
+				ok = true
+			}
+		}
+		if !ok {
+			gatesOK = false
+			gateReason, gateMsg = "ReadinessGatesNotReady", fmt.Sprintf("corresponding condition of pod readiness gate %q does not exist or is not True", g.ConditionType)
+		}
+	}
+	if ready && !gatesOK {
+		reason, msg = gateReason, gateMsg
+	}
+	add(v1.PodReady, ready && gatesOK, reason, msg)
+	add(v1.PodScheduled, true, "", "")
+
+	// Keep transition times of unchanged conditions; keep others' conditions.
+	mine := map[v1.PodConditionType]bool{}
+	for i := range conds {
+		c := &conds[i]
+		mine[c.Type] = true
+		c.LastTransitionTime = metav1.NewTime(in.now)
+		for _, o := range in.pod.Status.Conditions {
+			if o.Type == c.Type && o.Status == c.Status {
+				c.LastTransitionTime = o.LastTransitionTime
+				c.LastProbeTime = o.LastProbeTime
+			}
+		}
+	}
+	for _, o := range in.pod.Status.Conditions {
+		if !mine[o.Type] {
+			conds = append(conds, o)
+		}
+	}
+	return conds
+}

@@ -1,0 +1,308 @@
+package vk
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	critesting "k8s.io/cri-api/pkg/apis/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// fakeObjects is an objectSource over maps.
+type fakeObjects struct {
+	configMaps map[string]*v1.ConfigMap
+	secrets    map[string]*v1.Secret
+}
+
+func (f *fakeObjects) configMap(ns, name string) (*v1.ConfigMap, error) {
+	if cm, ok := f.configMaps[ns+"/"+name]; ok {
+		return cm, nil
+	}
+	return nil, fmt.Errorf("%w: configMap %s/%s", errNotFound, ns, name)
+}
+
+func (f *fakeObjects) secret(ns, name string) (*v1.Secret, error) {
+	if s, ok := f.secrets[ns+"/"+name]; ok {
+		return s, nil
+	}
+	return nil, fmt.Errorf("%w: secret %s/%s", errNotFound, ns, name)
+}
+
+type testEnv struct {
+	p     *Provider
+	rt    *critesting.FakeRuntimeService
+	clock *clocktesting.FakeClock
+
+	mu       sync.Mutex
+	notified []*v1.Pod
+}
+
+func newTestEnv(t *testing.T) *testEnv {
+	t.Helper()
+	rt := critesting.NewFakeRuntimeService()
+	is := critesting.NewFakeImageService()
+	is.SetFakeImages([]string{"busybox"})
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	p, err := New(context.Background(), Config{
+		NodeName: "node1", NodeIPs: []string{"10.0.0.1"}, StateDir: t.TempDir(),
+		Runtime: &Runtime{RuntimeService: rt, Images: is}, Clock: clk,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &testEnv{p: p, rt: rt, clock: clk}
+	p.objects = &fakeObjects{
+		configMaps: map[string]*v1.ConfigMap{"ns/cfg": {Data: map[string]string{"k": "from-cm"}}},
+		secrets:    map[string]*v1.Secret{"ns/sec": {Data: map[string][]byte{"pw": []byte("s3cret")}}},
+	}
+	p.NotifyPods(context.Background(), func(pod *v1.Pod) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.notified = append(e.notified, pod)
+	})
+	return e
+}
+
+func (e *testEnv) last(t *testing.T) *v1.Pod {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.notified) == 0 {
+		t.Fatal("no status reported")
+	}
+	return e.notified[len(e.notified)-1]
+}
+
+// container returns the fake's newest container named name.
+func (e *testEnv) container(t *testing.T, name string) *critesting.FakeContainer {
+	t.Helper()
+	e.rt.Lock()
+	defer e.rt.Unlock()
+	var found *critesting.FakeContainer
+	for _, c := range e.rt.Containers {
+		if c.Metadata.Name == name && (found == nil || c.Metadata.Attempt > found.Metadata.Attempt) {
+			found = c
+		}
+	}
+	if found == nil {
+		t.Fatalf("no container %s in the runtime", name)
+	}
+	return found
+}
+
+// exit makes the fake's newest container named name exit with code now.
+func (e *testEnv) exit(t *testing.T, name string, code int32) {
+	c := e.container(t, name)
+	e.rt.Lock()
+	defer e.rt.Unlock()
+	c.State = runtimeapi.ContainerState_CONTAINER_EXITED
+	c.ExitCode = code
+	c.FinishedAt = e.clock.Now().UnixNano()
+}
+
+func testPod() *v1.Pod {
+	grace := int64(7)
+	app := func(name string) v1.Container {
+		return v1.Container{Name: name, Image: "busybox", ImagePullPolicy: v1.PullNever, TerminationMessagePath: "/dev/termination-log"}
+	}
+	a := app("a")
+	a.Env = []v1.EnvVar{
+		{Name: "FROM_CM", ValueFrom: &v1.EnvVarSource{ConfigMapKeyRef: &v1.ConfigMapKeySelector{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}, Key: "k"}}},
+		{Name: "IP", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		{Name: "X", Value: "$(FROM_CM)-$(IP)"},
+	}
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1"},
+		Spec: v1.PodSpec{
+			NodeName: "node1", RestartPolicy: v1.RestartPolicyAlways, TerminationGracePeriodSeconds: &grace,
+			InitContainers: []v1.Container{app("init")},
+			Containers:     []v1.Container{a, app("b")},
+		},
+	}
+}
+
+// TestWorkerLifecycle drives one pod through the fake runtime: sandbox,
+// init container to completion, app containers, a crash restarted at once
+// and then with back-off, and deletion.
+func TestWorkerLifecycle(t *testing.T) {
+	e := newTestEnv(t)
+	w := newPodWorker(e.p, testPod())
+
+	w.pass(context.Background())
+	if n := len(e.rt.Sandboxes); n != 1 {
+		t.Fatalf("%d sandboxes after the first pass, want 1", n)
+	}
+	if e.container(t, "init").State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Fatal("init container not running")
+	}
+	st := e.last(t).Status
+	if st.Phase != v1.PodPending || condition(st, v1.PodInitialized) != v1.ConditionFalse {
+		t.Fatalf("while initialising: phase %s, Initialized %s", st.Phase, condition(st, v1.PodInitialized))
+	}
+	if ws := containerStatus(st, "a").State.Waiting; ws == nil || ws.Reason != reasonPodInitializing {
+		t.Errorf("app container while initialising: %+v", containerStatus(st, "a").State)
+	}
+
+	e.exit(t, "init", 0)
+	w.pass(context.Background())
+	st = e.last(t).Status
+	if st.Phase != v1.PodRunning || condition(st, v1.PodReady) != v1.ConditionTrue || st.PodIP != critesting.FakePodSandboxIPs[0] {
+		t.Fatalf("after init: phase %s Ready %s IP %q", st.Phase, condition(st, v1.PodReady), st.PodIP)
+	}
+	if id := containerStatus(st, "a").ContainerID; !strings.HasPrefix(id, critesting.FakeRuntimeName+"://") {
+		t.Errorf("containerID %q", id)
+	}
+
+	// First crash: restarted at once.
+	e.clock.Step(time.Minute)
+	e.exit(t, "a", 1)
+	w.pass(context.Background())
+	if c := e.container(t, "a"); c.Metadata.Attempt != 1 || c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Fatalf("after the first crash: attempt %d state %v", c.Metadata.Attempt, c.State)
+	}
+	// Second crash: 10 s of back-off.
+	e.clock.Step(time.Second)
+	e.exit(t, "a", 2)
+	w.pass(context.Background())
+	cs := containerStatus(e.last(t).Status, "a")
+	if cs.State.Waiting == nil || cs.State.Waiting.Reason != reasonCrashLoopBackOff || cs.RestartCount != 1 ||
+		cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 2 {
+		t.Fatalf("in back-off: %+v", cs)
+	}
+	if w.next <= 0 || w.next > backoffInitial {
+		t.Errorf("wake-up in %v, want within %v", w.next, backoffInitial)
+	}
+	e.clock.Step(backoffInitial)
+	w.pass(context.Background())
+	if c := e.container(t, "a"); c.Metadata.Attempt != 2 || c.State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Fatalf("after the back-off: attempt %d state %v", c.Metadata.Attempt, c.State)
+	}
+	if cs := containerStatus(e.last(t).Status, "a"); cs.RestartCount != 2 || cs.State.Running == nil {
+		t.Errorf("restarted: %+v", cs)
+	}
+	// Delete: containers stopped with the grace period, sandbox removed.
+	w.delete(3)
+	if done := w.pass(context.Background()); !done {
+		t.Fatal("pass after delete did not finish the pod")
+	}
+	if len(e.rt.Sandboxes) != 0 || len(e.rt.Containers) != 0 {
+		t.Errorf("left in the runtime: %d sandboxes, %d containers", len(e.rt.Sandboxes), len(e.rt.Containers))
+	}
+	final := e.last(t).Status
+	if final.Phase != v1.PodFailed && final.Phase != v1.PodSucceeded {
+		t.Errorf("final phase %s", final.Phase)
+	}
+	for _, cs := range append(final.InitContainerStatuses, final.ContainerStatuses...) {
+		if cs.State.Terminated == nil {
+			t.Errorf("container %s not terminated in the final status: %+v", cs.Name, cs.State)
+		}
+	}
+	if !slices.Contains(e.rt.Called, "StopContainer") {
+		t.Error("StopContainer not called")
+	}
+}
+
+// TestWorkerConfigError checks that a missing configMap key keeps the
+// container waiting with CreateContainerConfigError, and that it starts
+// once the key is there.
+func TestWorkerConfigError(t *testing.T) {
+	e := newTestEnv(t)
+	pod := testPod()
+	pod.Spec.InitContainers = nil
+	pod.Spec.Containers[0].Env[0].ValueFrom.ConfigMapKeyRef.Key = "missing"
+	w := newPodWorker(e.p, pod)
+	w.pass(context.Background())
+	cs := containerStatus(e.last(t).Status, "a")
+	if cs.State.Waiting == nil || cs.State.Waiting.Reason != reasonCreateConfigError || !strings.Contains(cs.State.Waiting.Message, "missing") {
+		t.Fatalf("status %+v", cs.State)
+	}
+	e.p.objects.(*fakeObjects).configMaps["ns/cfg"].Data["missing"] = "now"
+	e.clock.Step(time.Minute)
+	w.pass(context.Background())
+	if cs := containerStatus(e.last(t).Status, "a"); cs.State.Running == nil {
+		t.Fatalf("status after the key appeared: %+v", cs.State)
+	}
+}
+
+// TestWorkerNeverPolicy checks restartPolicy Never: a failed init
+// container fails the pod, nothing restarts, and the sandbox stops.
+func TestWorkerNeverPolicy(t *testing.T) {
+	e := newTestEnv(t)
+	pod := testPod()
+	pod.Spec.RestartPolicy = v1.RestartPolicyNever
+	w := newPodWorker(e.p, pod)
+	w.pass(context.Background())
+	e.exit(t, "init", 1)
+	w.pass(context.Background())
+	if st := e.last(t).Status; st.Phase != v1.PodFailed {
+		t.Fatalf("phase %s, want Failed", st.Phase)
+	}
+	w.pass(context.Background())
+	for _, sb := range e.rt.Sandboxes {
+		if sb.State != runtimeapi.PodSandboxState_SANDBOX_NOTREADY {
+			t.Errorf("sandbox %s still ready", sb.Id)
+		}
+	}
+	e.rt.Lock()
+	n := len(e.rt.Containers)
+	e.rt.Unlock()
+	if n != 1 {
+		t.Errorf("%d containers, want only the failed init container", n)
+	}
+}
+
+func condition(st v1.PodStatus, t v1.PodConditionType) v1.ConditionStatus {
+	for _, c := range st.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+func containerStatus(st v1.PodStatus, name string) *v1.ContainerStatus {
+	for i := range st.ContainerStatuses {
+		if st.ContainerStatuses[i].Name == name {
+			return &st.ContainerStatuses[i]
+		}
+	}
+	for i := range st.InitContainerStatuses {
+		if st.InitContainerStatuses[i].Name == name {
+			return &st.InitContainerStatuses[i]
+		}
+	}
+	return &v1.ContainerStatus{}
+}
+
+// TestWorkerSpecChange checks that a running container whose spec changed
+// (a new image) is stopped and started again at once, without back-off.
+func TestWorkerSpecChange(t *testing.T) {
+	e := newTestEnv(t)
+	pod := testPod()
+	pod.Spec.InitContainers = nil
+	w := newPodWorker(e.p, pod)
+	w.pass(context.Background())
+	if e.container(t, "b").State != runtimeapi.ContainerState_CONTAINER_RUNNING {
+		t.Fatal("b not running")
+	}
+	e.p.rt.Images.(*critesting.FakeImageService).SetFakeImages([]string{"busybox", "busybox:2"})
+	updated := pod.DeepCopy()
+	updated.Spec.Containers[1].Image = "busybox:2"
+	w.setPod(updated)
+	w.pass(context.Background())
+	c := e.container(t, "b")
+	if c.Metadata.Attempt != 1 || c.State != runtimeapi.ContainerState_CONTAINER_RUNNING || c.Image.UserSpecifiedImage != "busybox:2" {
+		t.Fatalf("after the image change: attempt %d state %v image %v", c.Metadata.Attempt, c.State, c.Image)
+	}
+	if a := e.container(t, "a"); a.Metadata.Attempt != 0 {
+		t.Error("the unchanged container was restarted")
+	}
+}

@@ -1,0 +1,150 @@
+package vk_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// waitFor polls cond every 100 ms until it holds, failing t after d with
+// cond's last word on why not.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	last := ""
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		last = why
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s: %s\nvk-cri log:\n%s", d, what, last, tail(vkLog, 40))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func waitNodeReady(name string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		cancel()
+		if err == nil {
+			for _, c := range n.Status.Conditions {
+				if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
+					return nil
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node %s not Ready after %v (last error %v)", name, d, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// namespace makes a namespace for t.
+func namespace(t *testing.T) string {
+	t.Helper()
+	name := strings.ToLower("vke2e-" + runID + "-" + strings.ReplaceAll(t.Name(), "/", "-"))
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	ctx := context.Background()
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// busybox is a container of the test image running sh -c script.
+func busybox(name, script string) v1.Container {
+	return v1.Container{
+		Name: name, Image: image, ImagePullPolicy: v1.PullNever,
+		Command: []string{"sh", "-c", script},
+	}
+}
+
+// createPod binds pod to the node (there is no scheduler) and creates it.
+func createPod(t *testing.T, pod *v1.Pod) *v1.Pod {
+	t.Helper()
+	pod.Spec.NodeName = nodeName
+	created, err := client.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create pod %s: %v", pod.Name, err)
+	}
+	return created
+}
+
+func getPod(t *testing.T, ns, name string) *v1.Pod {
+	t.Helper()
+	p, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get pod %s/%s: %v", ns, name, err)
+	}
+	return p
+}
+
+// sandboxes lists the runtime's sandboxes of the pod with uid.
+func sandboxes(t *testing.T, uid string) []*runtimeapi.PodSandbox {
+	t.Helper()
+	sbs, err := cri.ListPodSandbox(context.Background(), &runtimeapi.PodSandboxFilter{
+		LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid},
+	})
+	if err != nil {
+		t.Fatalf("CRI ListPodSandbox: %v", err)
+	}
+	return sbs
+}
+
+func condition(p *v1.Pod, t v1.PodConditionType) v1.ConditionStatus {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+func containerStatus(p *v1.Pod, name string) *v1.ContainerStatus {
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == name {
+			return &p.Status.ContainerStatuses[i]
+		}
+	}
+	for i := range p.Status.InitContainerStatuses {
+		if p.Status.InitContainerStatuses[i].Name == name {
+			return &p.Status.InitContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
+func podSummary(p *v1.Pod) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "phase=%s ip=%s", p.Status.Phase, p.Status.PodIP)
+	for _, c := range p.Status.Conditions {
+		fmt.Fprintf(&b, " %s=%s", c.Type, c.Status)
+	}
+	for _, cs := range append(append([]v1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		fmt.Fprintf(&b, " [%s ready=%v restarts=%d", cs.Name, cs.Ready, cs.RestartCount)
+		switch {
+		case cs.State.Running != nil:
+			b.WriteString(" running")
+		case cs.State.Waiting != nil:
+			fmt.Fprintf(&b, " waiting %s %q", cs.State.Waiting.Reason, cs.State.Waiting.Message)
+		case cs.State.Terminated != nil:
+			fmt.Fprintf(&b, " terminated %d %s", cs.State.Terminated.ExitCode, cs.State.Terminated.Reason)
+		}
+		b.WriteString("]")
+	}
+	return b.String()
+}

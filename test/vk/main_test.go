@@ -1,0 +1,417 @@
+package vk_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	internalapi "k8s.io/cri-api/pkg/apis"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	remote "k8s.io/cri-client/pkg"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+	"github.com/cri-compose/cri-compose/test/images"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// What TestMain set up: a real kube-apiserver and etcd on loopback (through
+// envtest), bin/cri-compose on the machine's Docker Engine (own socket,
+// state dir and network), and bin/vk-cri registered as node nodeName,
+// pointed at it.
+var (
+	runID    string
+	repoRoot string
+	runDir   string
+
+	engine *dockerapi.Client
+	image  string // busybox, loaded into the engine
+
+	env        *envtest.Environment
+	restConfig *rest.Config
+	client     kubernetes.Interface
+
+	criSock  string
+	cri      internalapi.RuntimeService
+	nodeName string
+	// kubeletAddr is vk-cri's kubelet API; kubeletClient holds the
+	// client certificate the API server uses to call it.
+	kubeletAddr   string
+	kubeletCACert string // the CA that signed the client certificate
+	kubeletClient [2]string
+
+	vkLog, criLog string
+	// stopVK stops vk-cri; restartVK stops it and starts it again (on the
+	// same node and state dir), with its log in a new file.
+	stopVK    func()
+	restartVK func() error
+
+	setupSkip string
+	setupErr  error
+	timings   []string
+	// raceReport is the first data race vk-cri (built with -race) reported.
+	raceReport string
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	start := time.Now()
+	cleanup := setup()
+	if setupErr == nil && setupSkip == "" {
+		fmt.Fprintf(os.Stderr, "vk e2e: run %s ready in %v (%s)\n", runID, time.Since(start).Round(time.Millisecond), strings.Join(timings, ", "))
+	}
+	code := m.Run()
+	cleanup()
+	if raceReport != "" {
+		fmt.Fprintf(os.Stderr, "vk e2e: vk-cri reported a data race:\n%s\n", raceReport)
+		code = 1
+	}
+	return code
+}
+
+func need(t *testing.T) {
+	t.Helper()
+	if setupErr != nil {
+		t.Fatalf("vk e2e setup: %v", setupErr)
+	}
+	if setupSkip != "" {
+		images.SkipOrFail(t, "%s", setupSkip)
+	}
+}
+
+func timed(what string, start time.Time) {
+	timings = append(timings, fmt.Sprintf("%s %v", what, time.Since(start).Round(100*time.Millisecond)))
+}
+
+// setup fills the globals and returns what undoes it.
+func setup() (cleanup func()) {
+	var undo []func()
+	cleanup = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	fail := func(err error) func() { setupErr = err; return cleanup }
+
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	runID = hex.EncodeToString(b[:])
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		return fail(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "cmd", "vk-cri")); err != nil {
+		return fail(fmt.Errorf("repository root not found: %w", err))
+	}
+	repoRoot = root
+
+	engine, err = dockerapi.New("")
+	if err != nil {
+		return fail(err)
+	}
+	undo = append(undo, func() { engine.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	_, err = engine.Ping(ctx)
+	cancel()
+	if err != nil {
+		setupSkip = fmt.Sprintf("no Docker engine answers at %s (bash hack/ensure-docker.sh starts one): %v", engine.Host(), err)
+		return cleanup
+	}
+	if runDir, err = os.MkdirTemp("", "vke2e-"); err != nil {
+		return fail(err)
+	}
+	undo = append(undo, func() {
+		if os.Getenv("VK_E2E_KEEP") != "" { // logs and state, for a look after the run
+			fmt.Fprintf(os.Stderr, "vk e2e: kept %s\n", runDir)
+			return
+		}
+		_ = os.RemoveAll(runDir)
+	})
+
+	// The binaries: the control plane from the tool cache (built on the
+	// first run), cri-compose and vk-cri from this tree, concurrently.
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	var (
+		wg                 sync.WaitGroup
+		apiserver, etcdBin string
+		toolsTook          time.Duration
+		toolsErr, buildErr error
+		binDir             = filepath.Join(runDir, "bin")
+		buildStart         = time.Now()
+	)
+	wg.Go(func() {
+		apiserver, etcdBin, toolsTook, toolsErr = controlPlaneBinaries(ctx, filepath.Join(repoRoot, "test", "vk", "tools"))
+	})
+	wg.Go(func() {
+		// vk-cri with the race detector: the suite is its busiest user.
+		_, buildErr = goCmd(ctx, repoRoot, "build", "-race", "-o", binDir+"/", "./cmd/vk-cri")
+		if buildErr == nil {
+			_, buildErr = goCmd(ctx, repoRoot, "build", "-o", binDir+"/", "./cmd/cri-compose")
+		}
+	})
+	image = "localhost/cri-compose/vk-e2e-busybox:" + runID
+	if err := images.Busybox(ctx, engine, image); err != nil {
+		wg.Wait()
+		if errors.Is(err, images.ErrNoBusybox) {
+			setupSkip = err.Error()
+			return cleanup
+		}
+		return fail(err)
+	}
+	undo = append(undo, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = engine.ImageRemove(ctx, image, true)
+	})
+	wg.Wait()
+	if toolsErr != nil {
+		return fail(toolsErr)
+	}
+	if buildErr != nil {
+		return fail(buildErr)
+	}
+	if toolsTook > 0 {
+		timings = append(timings, fmt.Sprintf("control plane built in %v (cold)", toolsTook.Round(time.Second)))
+	}
+	timed("binaries", buildStart)
+
+	// Certificates: a CA for the kubelet API's clients, and the client
+	// certificate the API server presents to it (for logs and exec).
+	pki := filepath.Join(runDir, "pki")
+	if kubeletCACert, kubeletClient, err = makeKubeletClientPKI(pki); err != nil {
+		return fail(err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return fail(err)
+	}
+	kubeletAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+
+	// The control plane.
+	start := time.Now()
+	assets := filepath.Join(runDir, "assets")
+	if err := os.MkdirAll(assets, 0o755); err != nil {
+		return fail(err)
+	}
+	for name, p := range map[string]string{"kube-apiserver": apiserver, "etcd": etcdBin} {
+		if err := os.Symlink(p, filepath.Join(assets, name)); err != nil {
+			return fail(err)
+		}
+	}
+	ctrllog.SetLogger(logr.Discard()) // envtest's own logging is not needed
+	env = &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStartTimeout: time.Minute}
+	args := env.ControlPlane.GetAPIServer().Configure()
+	args.Set("kubelet-client-certificate", kubeletClient[0])
+	args.Set("kubelet-client-key", kubeletClient[1])
+	// The node's Hostname address does not resolve here.
+	args.Set("kubelet-preferred-address-types", "InternalIP")
+	if restConfig, err = env.Start(); err != nil {
+		return fail(fmt.Errorf("start control plane: %w", err))
+	}
+	undo = append(undo, func() {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "vk e2e: stop control plane: %v\n", err)
+		}
+	})
+	if client, err = kubernetes.NewForConfig(restConfig); err != nil {
+		return fail(err)
+	}
+	kubeconfig := filepath.Join(runDir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
+		return fail(err)
+	}
+	timed("control plane", start)
+
+	// cri-compose.
+	start = time.Now()
+	criSock = filepath.Join(runDir, "cri.sock")
+	network := "vke2e-" + runID
+	criLog = filepath.Join(runDir, "cri-compose.log")
+	stopCRI, err := startProcess(criLog, filepath.Join(binDir, "cri-compose"),
+		"--listen", "unix://"+criSock, "--state-dir", filepath.Join(runDir, "cri-state"),
+		"--network", network, "--stream-address", "127.0.0.1:0", "-v=2")
+	if err != nil {
+		return fail(err)
+	}
+	undo = append(undo, func() {
+		stopCRI()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		left, _ := engine.ContainerList(ctx, "io.kubernetes.pod.namespace")
+		for _, c := range left {
+			if strings.HasPrefix(c.Labels["io.kubernetes.pod.namespace"], "vke2e-"+runID) {
+				_ = engine.ContainerRemove(ctx, c.ID)
+			}
+		}
+		if err := engine.NetworkRemove(ctx, network); err != nil && !dockerapi.IsNotFound(err) {
+			fmt.Fprintf(os.Stderr, "vk e2e: remove network %s: %v\n", network, err)
+		}
+	})
+	if err := waitSocket(criSock, 30*time.Second); err != nil {
+		return fail(fmt.Errorf("cri-compose: %w\n%s", err, tail(criLog, 30)))
+	}
+	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	cri, err = remote.NewRemoteRuntimeService(dctx, "unix://"+criSock, time.Minute, noop.NewTracerProvider(), false)
+	dcancel()
+	if err != nil {
+		return fail(err)
+	}
+	timed("cri-compose", start)
+
+	// vk-cri.
+	start = time.Now()
+	nodeName = "vk-e2e-" + runID
+	vkLog = filepath.Join(runDir, "vk-cri.log")
+	vkArgs := []string{
+		"--kubeconfig", kubeconfig, "--nodename", nodeName, "--cri-endpoint", "unix://" + criSock,
+		"--listen-address", kubeletAddr, "--client-ca-file", kubeletCACert, "--node-ip", "127.0.0.1",
+		"--state-dir", filepath.Join(runDir, "vk-state"), "--pods", "20", "-v=3"}
+	vkStarts := 0
+	startVK := func() error {
+		vkStarts++
+		vkLog = filepath.Join(runDir, fmt.Sprintf("vk-cri.%d.log", vkStarts))
+		stopVK, err = startProcess(vkLog, filepath.Join(binDir, "vk-cri"), vkArgs...)
+		return err
+	}
+	if err := startVK(); err != nil {
+		return fail(err)
+	}
+	restartVK = func() error {
+		stopVK()
+		return startVK()
+	}
+	undo = append(undo, func() {
+		deleteAllPods()
+		stopVK()
+		for i := 1; i <= vkStarts; i++ {
+			b, err := os.ReadFile(filepath.Join(runDir, fmt.Sprintf("vk-cri.%d.log", i)))
+			if i := bytes.Index(b, []byte("WARNING: DATA RACE")); err == nil && i >= 0 {
+				raceReport = string(b[i:min(len(b), i+8000)])
+			}
+		}
+	})
+	if err := waitNodeReady(nodeName, time.Minute); err != nil {
+		return fail(fmt.Errorf("vk-cri: %w\n%s", err, tail(vkLog, 40)))
+	}
+	timed("vk-cri node Ready", start)
+	return cleanup
+}
+
+// deleteAllPods deletes the test pods and waits for vk-cri to remove them,
+// so that nothing is left in the engine.
+func deleteAllPods() {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	nss, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	for _, ns := range nss.Items {
+		if strings.HasPrefix(ns.Name, "vke2e-") {
+			_ = client.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		}
+	}
+	for ctx.Err() == nil {
+		pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
+		if err != nil || len(pods.Items) == 0 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// A pod that was not running is gone from the API before vk-cri has
+	// removed it from the runtime.
+	for ctx.Err() == nil {
+		sbs, err := cri.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
+			LabelSelector: map[string]string{"vk-cri.cri-compose.io/node": nodeName}})
+		if err != nil || len(sbs) == 0 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// startProcess runs a binary with its output in logPath; stop sends
+// SIGTERM and waits (then SIGKILL).
+func startProcess(logPath, bin string, args ...string) (stop func(), err error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	return func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}, nil
+}
+
+func waitSocket(path string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not served after %v", path, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
