@@ -24,7 +24,7 @@ func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime
 	resp := &runtime.StatusResponse{Status: &runtime.RuntimeStatus{Conditions: []*runtime.RuntimeCondition{rt, nw}}}
 	if r.GetVerbose() {
 		h := s.hostInfo()
-		info, _ := json.Marshal(map[string]any{
+		fields := map[string]any{
 			"engine":              s.docker.Host(),
 			"apiVersion":          s.docker.APIVersion(),
 			"network":             s.cfg.Network,
@@ -33,7 +33,18 @@ func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime
 			"fullPrivileged":      h.FullPrivileged,
 			"negativeOOMScoreAdj": h.NegativeOOMScoreAdj,
 			"appArmor":            h.AppArmor,
-		})
+		}
+		// The engine host's size, for a node agent (vk-cri) to report as
+		// capacity: CRI has no call for it. Named as `docker info` names them.
+		if ei, err := s.docker.Info(ctx); err == nil {
+			fields["ncpu"] = ei.NCPU
+			fields["memTotal"] = ei.MemTotal
+			fields["kernelVersion"] = ei.KernelVersion
+			fields["operatingSystem"] = ei.OperatingSystem
+			fields["architecture"] = ei.Architecture
+			fields["engineVersion"] = ei.ServerVersion
+		}
+		info, _ := json.Marshal(fields)
 		resp.Info = map[string]string{"config": string(info)}
 	}
 	return resp, nil
