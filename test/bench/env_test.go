@@ -117,7 +117,7 @@ func newEnv() (*benchEnv, string, error) {
 		ctx, cancel := ctxTimeout(time.Minute)
 		defer cancel()
 		if err := d.NetworkRemove(ctx, e.network); err != nil && !dockerapi.IsNotFound(err) {
-			fmt.Fprintf(os.Stderr, "bench: cleanup: network %s: %v\n", e.network, err)
+			fmt.Fprintf(os.Stderr, "[bench] cleanup: network %s: %v\n", e.network, err)
 		}
 	})
 	// Registered after the network: runs before its removal.
@@ -141,7 +141,7 @@ func (e *benchEnv) findCompose(ctx context.Context) {
 		bin, took, err := toolcache.Compose(ctx, e.repoRoot)
 		if err == nil {
 			if took > 0 {
-				fmt.Fprintf(os.Stderr, "bench: built %s in %v (cached for later runs)\n", bin, took.Round(time.Millisecond))
+				fmt.Fprintf(os.Stderr, "[bench] built %s in %v (cached for later runs)\n", bin, took.Round(time.Millisecond))
 			}
 			cfg := filepath.Join(runDir, "docker-config")
 			if err = os.MkdirAll(cfg, 0o700); err == nil {
@@ -156,7 +156,7 @@ func (e *benchEnv) findCompose(ctx context.Context) {
 		if mode == "v2" {
 			return
 		}
-		fmt.Fprintf(os.Stderr, "bench: %s; trying docker-compose (v1)\n", e.composeWhy)
+		fmt.Fprintf(os.Stderr, "[bench] %s; trying docker-compose (v1)\n", e.composeWhy)
 	}
 	if p, err := exec.LookPath("docker-compose"); err == nil {
 		out, err := exec.CommandContext(ctx, p, "version", "--short").Output()
@@ -177,7 +177,7 @@ func removeNamespace(d *dockerapi.Client, ns string) {
 	defer cancel()
 	list, err := d.ContainerList(ctx, sandbox.LabelPodNamespace+"="+ns)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "bench: cleanup: list containers of %s: %v\n", ns, err)
+		fmt.Fprintf(os.Stderr, "[bench] cleanup: list containers of %s: %v\n", ns, err)
 		return
 	}
 	ids := make([]string, len(list))
@@ -190,7 +190,7 @@ func removeNamespace(d *dockerapi.Client, ns string) {
 // removeAll force-removes containers, 8 at a time.
 func removeAll(ctx context.Context, d *dockerapi.Client, ids []string) {
 	if len(ids) > 20 {
-		fmt.Fprintf(os.Stderr, "bench: removing %d containers\n", len(ids))
+		fmt.Fprintf(os.Stderr, "[bench] removing %d containers\n", len(ids))
 	}
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
@@ -201,7 +201,7 @@ func removeAll(ctx context.Context, d *dockerapi.Client, ids []string) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			if err := d.ContainerRemove(ctx, id); err != nil && !dockerapi.IsNotFound(err) {
-				fmt.Fprintf(os.Stderr, "bench: cleanup: remove %.12s: %v\n", id, err)
+				fmt.Fprintf(os.Stderr, "[bench] cleanup: remove %.12s: %v\n", id, err)
 			}
 		}()
 	}
@@ -250,7 +250,7 @@ func sweepStaleRuns(d *dockerapi.Client) {
 		}
 	}
 	if len(ids) > 0 {
-		fmt.Fprintf(os.Stderr, "bench: removing %d containers left by runs that died\n", len(ids))
+		fmt.Fprintf(os.Stderr, "[bench] removing %d containers left by runs that died\n", len(ids))
 		removeAll(ctx, d, ids)
 	}
 	// Networks: through the CLI, the engine client lists none.

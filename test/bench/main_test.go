@@ -165,7 +165,7 @@ func TestMain(m *testing.M) {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	go func() {
 		s := <-sig
-		fmt.Fprintf(os.Stderr, "\nbench: %v: removing what this run created\n", s)
+		fmt.Fprintf(os.Stderr, "\n[bench] %v: removing what this run created\n", s)
 		runCleanups()
 		os.Exit(2)
 	}()

@@ -85,7 +85,7 @@ func (p *criPath) remove(sbID string) {
 	defer cancel()
 	_, _ = p.rt.StopPodSandbox(ctx, &runtime.StopPodSandboxRequest{PodSandboxId: sbID})
 	if _, err := p.rt.RemovePodSandbox(ctx, &runtime.RemovePodSandboxRequest{PodSandboxId: sbID}); err != nil {
-		fmt.Fprintf(os.Stderr, "bench: RemovePodSandbox %.12s: %v\n", sbID, err)
+		fmt.Fprintf(os.Stderr, "[bench] RemovePodSandbox %.12s: %v\n", sbID, err)
 	}
 }
 
@@ -144,8 +144,11 @@ type composePath struct {
 
 func (p *composePath) name() string { return pathCompose }
 
+// project is the compose project name of the pod tag.
+func (p *composePath) project(tag string) string { return fmt.Sprintf("ccb-%s-cli-%s", runID, tag) }
+
 func (p *composePath) start(ctx context.Context, tag string) (func(), error) {
-	project := fmt.Sprintf("ccb-%s-cli-%s", runID, tag)
+	project := p.project(tag)
 	undo := func() {
 		ctx, cancel := ctxTimeout(2 * time.Minute)
 		defer cancel()
@@ -161,6 +164,26 @@ func (p *composePath) start(ctx context.Context, tag string) (func(), error) {
 	}
 	args := append(append([]string{}, p.cmd...), "-p", project, "-f", p.file, "up", "-d")
 	return undo, run(ctx, p.env, args...)
+}
+
+// check makes sure the project of tag runs two containers (the infra
+// container and busybox), as the cri-compose pod does.
+func (p *composePath) check(ctx context.Context, tag string) error {
+	project := p.project(tag)
+	list, err := p.d.ContainerList(ctx, sandbox.LabelProject+"="+project)
+	if err != nil {
+		return err
+	}
+	running := 0
+	for _, c := range list {
+		if c.State == container.StateRunning {
+			running++
+		}
+	}
+	if running != 2 {
+		return fmt.Errorf("%s up -d: project %s runs %d containers of %d, want 2", strings.Join(p.cmd, " "), project, running, len(list))
+	}
+	return nil
 }
 
 // exportComposeFile copies the compose file cri-compose keeps for a running

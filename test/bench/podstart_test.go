@@ -61,6 +61,9 @@ func BenchmarkPodStart(b *testing.B) {
 			continue
 		}
 		u, err := pt.start(wctx, "warm")
+		if cp, ok := pt.(*composePath); ok && err == nil {
+			err = cp.check(wctx, "warm") // it did start what cri-compose does
+		}
 		u()
 		if err != nil {
 			b.Fatalf("%s: %v", pt.name(), err)
@@ -70,7 +73,7 @@ func BenchmarkPodStart(b *testing.B) {
 	// One after another, rotating which path goes first.
 	n := *flagPods
 	seq := map[string][]time.Duration{}
-	fmt.Fprintf(os.Stderr, "bench: pod start, %d pods one after another per path (%d paths, interleaved)\n", n, len(paths))
+	fmt.Fprintf(os.Stderr, "[bench] pod start, %d pods one after another per path (%d paths, interleaved)\n", n, len(paths))
 	for i := 0; i < n; i++ {
 		for j := range paths {
 			pt := paths[(i+j)%len(paths)]
@@ -93,7 +96,7 @@ func BenchmarkPodStart(b *testing.B) {
 	walls := map[string][]time.Duration{}
 	each := map[string][]time.Duration{}
 	if k > 1 && rounds > 0 {
-		fmt.Fprintf(os.Stderr, "bench: pod start, %d pods at once, %d rounds per path\n", k, rounds)
+		fmt.Fprintf(os.Stderr, "[bench] pod start, %d pods at once, %d rounds per path\n", k, rounds)
 	}
 	for r := 0; k > 1 && r < rounds; r++ {
 		for j := range paths {

@@ -81,7 +81,7 @@ func printSummary(took time.Duration, failed bool) {
 	fmt.Print(w.String())
 	if *flagReport != "" {
 		if err := os.WriteFile(*flagReport, []byte(w.String()), 0o644); err != nil {
-			fmt.Fprintf(os.Stderr, "bench: -bench.report: %v\n", err)
+			fmt.Fprintf(os.Stderr, "[bench] -bench.report: %v\n", err)
 		}
 	}
 }
