@@ -23,6 +23,9 @@ help:
 	@echo 'make test      start Docker if needed, install test tools, go vet, go test -race ./...'
 	@echo 'make test-e2e  the end-to-end tests (test/e2e)'
 	@echo 'make lint      gofmt and go vet'
+	@echo 'make fuzz      every fuzz target for FUZZTIME each (default 10s)'
+	@echo 'make churn     the churn test, CI mode (30 pods, leak and memory checks)'
+	@echo 'make soak      200 pods churned for 10 minutes, streaming URL expiry, longer fuzz'
 	@echo 'make bench     the benchmarks (test/bench; about 15 minutes; BENCHMARKS.md)'
 	@echo 'make bench-smoke  the same benchmarks, small (a few minutes)'
 	@echo 'make pause     rebuild pkg/pause/pause.bin from cmd/pause (commit the result)'
@@ -195,3 +198,33 @@ VK_TEST_FLAGS ?=
 test-vk: ensure-docker ensure-tools
 	cd test/vk && GOWORK=off $(GO) vet ./...
 	cd test/vk && GOWORK=off $(GO) test -count=1 -timeout 45m $(VK_TEST_FLAGS) ./...
+
+# --- hardening (issue 5): faults, churn, hostile input, access control.
+# test/fault (kill -9 at every failpoint, engine away, engine restart),
+# test/access and the streaming URL tests run in `make test`. `make churn`
+# is the churn test's CI mode (30 pods, without -race: it measures memory);
+# `make fuzz` runs every fuzz target for FUZZTIME each; `make soak` is the
+# long mode: 200 pods churned for 10 minutes, the streaming URL expiry
+# (a minute's wait) and a longer fuzz. README.md, "Guarantees".
+FUZZTIME ?= 10s
+SOAK_FUZZTIME ?= 2m
+CHURN_FLAGS ?=
+FUZZ_TARGETS := ./pkg/sandbox:FuzzProjectName ./pkg/sandbox:FuzzServiceName \
+	./pkg/sandbox:FuzzValidateSandbox ./pkg/sandbox:FuzzValidateContainer ./pkg/sandbox:FuzzComposeYAML \
+	./pkg/cri/crilog:FuzzParseLine ./pkg/cri/crilog:FuzzPump ./pkg/cri/crilog:FuzzReadLog
+
+.PHONY: fuzz churn soak
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "$(GO) test -run '^$$' -fuzz '^$$fn$$' -fuzztime $(FUZZTIME) $$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
+churn: ensure-docker ensure-tools
+	$(GO) test -count=1 -v -timeout 20m -run '^TestChurn$$' ./test/churn -args $(CHURN_FLAGS)
+
+soak: ensure-docker ensure-tools
+	$(GO) test -count=1 -v -timeout 60m -run '^TestChurn$$' ./test/churn -args -churn.pods=200 -churn.duration=10m $(CHURN_FLAGS)
+	CRI_COMPOSE_SOAK=1 $(GO) test -count=1 -v -timeout 10m -run '^TestStreamURLsExpire$$' ./pkg/cri
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(SOAK_FUZZTIME)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
@@ -28,6 +29,10 @@ import (
 type fileConfig struct {
 	Listen          string              `json:"listen" flag:"listen"`
 	SocketGroup     string              `json:"socketGroup" flag:"socket-group"`
+	ListenTCP       string              `json:"listenTCP" flag:"listen-tcp"` // mutual TLS only (issue 5)
+	TLSCertFile     string              `json:"tlsCertFile" flag:"tls-cert-file"`
+	TLSPrivateKey   string              `json:"tlsPrivateKeyFile" flag:"tls-private-key-file"`
+	ClientCAFile    string              `json:"clientCAFile" flag:"client-ca-file"`
 	DockerHost      string              `json:"dockerHost" flag:"docker-host"`
 	StateDir        string              `json:"stateDir" flag:"state-dir"`
 	Network         string              `json:"network" flag:"network"`
@@ -108,12 +113,33 @@ func run() error {
 		return err
 	}
 
+	// The optional TCP listener exists only with mutual TLS: checked
+	// before anything listens.
+	var tcpCreds credentials.TransportCredentials
+	if fc.ListenTCP != "" {
+		if tcpCreds, err = cri.TCPCredentials(cri.TCPTLS{CertFile: fc.TLSCertFile, KeyFile: fc.TLSPrivateKey, ClientCAFile: fc.ClientCAFile}); err != nil {
+			return fmt.Errorf("--listen-tcp %s: %w", fc.ListenTCP, err)
+		}
+	}
+
 	l, err := cri.Listen(fc.Listen, fc.SocketGroup)
 	if err != nil {
 		return err
 	}
 	g := grpc.NewServer(tel.serverOptions()...)
 	srv.Register(g)
+	var gTCP *grpc.Server // --listen-tcp
+	if tcpCreds != nil {
+		lt, err := cri.ListenTCP(fc.ListenTCP)
+		if err != nil {
+			l.Close()
+			return err
+		}
+		gTCP = grpc.NewServer(append(tel.serverOptions(), grpc.Creds(tcpCreds))...)
+		srv.Register(gTCP)
+		go func() { _ = gTCP.Serve(lt) }()
+		klog.InfoS("Serving CRI over TCP with mutual TLS", "address", lt.Addr().String(), "clientCA", fc.ClientCAFile)
+	}
 	if err := tel.serveMetrics(d.Collectors(), srv.Collectors()); err != nil {
 		l.Close()
 		return err
@@ -135,10 +161,19 @@ func run() error {
 	case err = <-serveErr:
 	}
 	stopped := make(chan struct{})
-	go func() { g.GracefulStop(); close(stopped) }()
+	go func() {
+		if gTCP != nil {
+			gTCP.GracefulStop()
+		}
+		g.GracefulStop()
+		close(stopped)
+	}()
 	select {
 	case <-stopped:
 	case <-time.After(10 * time.Second):
+		if gTCP != nil {
+			gTCP.Stop()
+		}
 		g.Stop()
 	}
 	cancelRun()
@@ -169,6 +204,10 @@ func mergeFile(fs *flag.FlagSet, path string, fc *fileConfig) error {
 	}
 	pick("listen", &fc.Listen, file.Listen)
 	pick("socket-group", &fc.SocketGroup, file.SocketGroup)
+	pick("listen-tcp", &fc.ListenTCP, file.ListenTCP) // issue 5
+	pick("tls-cert-file", &fc.TLSCertFile, file.TLSCertFile)
+	pick("tls-private-key-file", &fc.TLSPrivateKey, file.TLSPrivateKey)
+	pick("client-ca-file", &fc.ClientCAFile, file.ClientCAFile)
 	pick("docker-host", &fc.DockerHost, file.DockerHost)
 	pick("state-dir", &fc.StateDir, file.StateDir)
 	pick("network", &fc.Network, file.Network)

@@ -12,7 +12,13 @@ import (
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 )
 
-var projectFileMu sync.Mutex
+// projectFileMu guards project folders; creatingProjects (under it) names
+// the projects whose RunPodSandbox is in flight, so that the sweep of
+// folders without a pod leaves them alone.
+var (
+	projectFileMu    sync.Mutex
+	creatingProjects = map[string]bool{}
+)
 
 // writeProject renders a pod's compose file from the store and replaces the
 // old one atomically, so `docker compose` (v2, and v1 run in that folder)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 
+	"google.golang.org/protobuf/proto"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
@@ -37,7 +39,16 @@ func (s *Server) createContainer(ctx context.Context, r *runtime.CreateContainer
 	if err != nil {
 		return "", fmt.Errorf("create container %q: %w", cfg.GetMetadata().GetName(), err)
 	}
-	in := sandbox.ContainerInput{SandboxID: sb.ID, Sandbox: sb.Config, Config: cfg, ImageID: img.ID, ImageRef: img.Ref}
+	cfg, imageMounts, err := s.imageVolumes(ctx, cfg)
+	if err != nil {
+		return "", fmt.Errorf("create container %q: %w", cfg.GetMetadata().GetName(), err)
+	}
+	user, err := s.containerUser(ctx, cfg, img)
+	if err != nil {
+		return "", fmt.Errorf("create container %q: %w", cfg.GetMetadata().GetName(), err)
+	}
+	in := sandbox.ContainerInput{SandboxID: sb.ID, Sandbox: sb.Config, Config: cfg, ImageID: img.ID, ImageRef: img.Ref,
+		User: user, ImageMounts: imageMounts}
 	if p := sandbox.SeccompProfilePath(cfg); p != "" {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -58,6 +69,7 @@ func (s *Server) createContainer(ctx context.Context, r *runtime.CreateContainer
 	if err != nil {
 		return "", fmt.Errorf("create container %q in %s: %w", cfg.GetMetadata().GetName(), sb.Project, err)
 	}
+	failpoint(FailCreateAfterCreate) // test only: failpoint.go
 	if err := s.store.refresh(ctx, id); err != nil {
 		return "", err
 	}
@@ -65,4 +77,75 @@ func (s *Server) createContainer(ctx context.Context, r *runtime.CreateContainer
 		return "", err
 	}
 	return id, nil
+}
+
+// imageVolumes prepares the image volume mounts of cfg (image_files.go):
+// each image, pulled already (kubelet pulls it as it pulls the container's
+// image), is served from a read-only copy. The config returned records
+// the image id of each in its mount (image_ref), which ContainerStatus
+// reports back; cfg itself is left alone.
+func (s *Server) imageVolumes(ctx context.Context, cfg *runtime.ContainerConfig) (*runtime.ContainerConfig, map[int]string, error) {
+	var out map[int]string
+	for i, m := range cfg.GetMounts() {
+		if m.GetImage() == nil {
+			continue
+		}
+		if err := sandbox.ValidateImageMount(m); err != nil {
+			return nil, nil, err
+		}
+		img, err := s.images.Resolve(ctx, m.GetImage().GetImage())
+		if err != nil {
+			return nil, nil, fmt.Errorf("image volume %q: %w", m.GetContainerPath(), err)
+		}
+		src, err := s.files.mountSource(ctx, img.ID, m.GetImageSubPath())
+		if err != nil {
+			return nil, nil, fmt.Errorf("image volume %q: %w", m.GetContainerPath(), err)
+		}
+		if out == nil {
+			out = map[int]string{}
+			cfg = proto.Clone(cfg).(*runtime.ContainerConfig)
+		}
+		cfg.Mounts[i].Image.ImageRef = img.ID
+		out[i] = src
+	}
+	if out == nil {
+		return cfg, nil, nil
+	}
+	return cfg, out, nil
+}
+
+// containerUser resolves who the container runs as from the image's
+// /etc/passwd and /etc/group (sandbox.ResolveUser), so that the primary
+// group is among the supplementary ones, SupplementalGroupsPolicy holds,
+// and ContainerStatus can say it. When the image's files cannot be read,
+// the engine resolves the user as it always does (and ContainerStatus
+// reports no user).
+func (s *Server) containerUser(ctx context.Context, cfg *runtime.ContainerConfig, img ResolvedImage) (*sandbox.Identity, error) {
+	files, err := s.files.usersOf(ctx, img.ID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		klog.ErrorS(err, "Cannot read the image's users and groups; the engine resolves the container's user", "image", img.ID)
+		return nil, nil
+	}
+	id, err := sandbox.ResolveUser(cfg.GetLinux().GetSecurityContext(), img.User, files)
+	if err != nil {
+		return nil, err
+	}
+	return &id, nil
+}
+
+// imageMounted reports whether a container of the store mounts image id
+// as an image volume.
+func (s *Server) imageMounted(id string) bool {
+	found := false
+	s.store.eachContainer(func(c containerRec) {
+		for _, m := range c.Config.GetMounts() {
+			if imageMountRef(m) == id {
+				found = true
+			}
+		}
+	})
+	return found
 }

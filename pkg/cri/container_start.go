@@ -17,6 +17,9 @@ func (s *Server) StartContainer(ctx context.Context, r *runtime.StartContainerRe
 		return nil, grpcError(fmt.Errorf("start container %s: it is %s, not created: %w", c.ID, c.State, errPrecondition))
 	}
 	startErr := s.docker.ContainerStart(ctx, c.ID)
+	if startErr == nil {
+		failpoint(FailStartAfterStart) // test only: failpoint.go
+	}
 	if err := s.store.refresh(ctx, c.ID); err != nil && startErr == nil {
 		return nil, grpcError(err)
 	}

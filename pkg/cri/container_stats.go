@@ -29,6 +29,7 @@ func (s *Server) ListContainerStats(ctx context.Context, r *runtime.ListContaine
 		key   recKey
 		cfg   *runtime.ContainerConfig
 		state runtime.ContainerState
+		pid   int
 	}
 	var picked []sel
 	s.store.eachContainer(func(c containerRec) {
@@ -41,12 +42,12 @@ func (s *Server) ListContainerStats(ctx context.Context, r *runtime.ListContaine
 		if !matchLabels(f.GetLabelSelector(), c.Config.GetLabels()) {
 			return
 		}
-		picked = append(picked, sel{recKey{c.CreatedAt, c.ID}, c.Config, c.State})
+		picked = append(picked, sel{recKey{c.CreatedAt, c.ID}, c.Config, c.State, c.Pid})
 	})
 	slices.SortFunc(picked, func(a, b sel) int { return newestFirst(a.key, b.key) })
 	out := make([]*runtime.ContainerStats, len(picked))
 	for i, p := range picked {
-		out[i] = s.stats.statsOf(p.key.id, p.cfg, p.state)
+		out[i] = s.stats.statsOf(p.key.id, p.cfg, p.state, p.pid)
 	}
 	return &runtime.ListContainerStatsResponse{Stats: out}, nil
 }
@@ -54,17 +55,19 @@ func (s *Server) ListContainerStats(ctx context.Context, r *runtime.ListContaine
 // containerStats: CPU and memory while the container runs, its writable
 // layer always.
 func (c *statsCollector) containerStats(rec containerRec) *runtime.ContainerStats {
-	return c.statsOf(rec.ID, rec.Config, rec.State)
+	return c.statsOf(rec.ID, rec.Config, rec.State, rec.Pid)
 }
 
-func (c *statsCollector) statsOf(id string, cfg *runtime.ContainerConfig, state runtime.ContainerState) *runtime.ContainerStats {
+// statsOf builds one container's stats; a running container that started
+// after the sampler's last pass is sampled on the spot (sampleNow).
+func (c *statsCollector) statsOf(id string, cfg *runtime.ContainerConfig, state runtime.ContainerState, pid int) *runtime.ContainerStats {
 	st := &runtime.ContainerStats{
 		Attributes: &runtime.ContainerAttributes{Id: id, Metadata: cfg.GetMetadata(),
 			Labels: cfg.GetLabels(), Annotations: cfg.GetAnnotations()},
 		WritableLayer: c.layers.usage(id),
 	}
 	if state == runtime.ContainerState_CONTAINER_RUNNING {
-		if smp, ok := c.sample(id); ok {
+		if smp, ok := c.sampleOf(id, pid); ok {
 			st.Cpu, st.Memory = cpuUsage(smp), memoryUsage(smp)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-compose/cri-compose/pkg/sandbox"
 )
 
 // ContainerStatus answers from the store.
@@ -53,6 +55,10 @@ func containerStatus(c containerRec) *runtime.ContainerStatus {
 	}
 	if r := cfg.GetLinux().GetResources(); r != nil {
 		st.Resources = &runtime.ContainerResources{Linux: r}
+	}
+	if id, ok := sandbox.ParseIdentity(c.User); ok {
+		st.User = &runtime.ContainerUser{Linux: &runtime.LinuxContainerUser{
+			Uid: id.UID, Gid: id.GID, SupplementalGroups: id.Groups}}
 	}
 	return st
 }

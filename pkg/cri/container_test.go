@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-compose/cri-compose/pkg/cri"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 )
 
@@ -245,4 +246,39 @@ func TestContainerKilledBehindOurBack(t *testing.T) {
 		st := e.podStatus(podID)
 		return st.GetState() == runtime.PodSandboxState_SANDBOX_NOTREADY, st.GetState().String()
 	})
+}
+
+// TestOOMKilled: a container killed by the OOM killer exits 137 with
+// reason OOMKilled; and when the engine's own flag is lost (its exit
+// handled before its OOM notification, on Engine 20.10) the "oom" event
+// alone makes the reason OOMKilled, whichever comes first.
+func TestOOMKilled(t *testing.T) {
+	t.Parallel()
+	e := newCRIEnv(t)
+	pod := e.podConfig("oom")
+	podID := e.runPod(pod)
+	cfg := ctrConfig("hog", "dd if=/dev/zero of=/dev/null bs=20M")
+	cfg.Linux = &runtime.LinuxContainerConfig{Resources: &runtime.LinuxContainerResources{
+		MemoryLimitInBytes: 15 << 20, MemorySwapLimitInBytes: 15 << 20}}
+	hog := e.runCtr(podID, pod, cfg)
+	st := e.waitCtrState(hog, runtime.ContainerState_CONTAINER_EXITED, 30*time.Second)
+	waitFor(t, 10*time.Second, "reason OOMKilled", func() (bool, string) {
+		st = e.ctrStatus(hog)
+		return st.GetReason() == "OOMKilled", st.GetReason()
+	})
+	if st.GetExitCode() != 137 {
+		t.Errorf("exit code %d, want 137", st.GetExitCode())
+	}
+
+	killed := e.runCtr(podID, pod, ctrConfig("killed", "kill -9 $$"))
+	st = e.waitCtrState(killed, runtime.ContainerState_CONTAINER_EXITED, 30*time.Second)
+	if st.GetReason() != "Error" || st.GetExitCode() != 137 {
+		t.Fatalf("killed: reason %q exit %d, want Error 137", st.GetReason(), st.GetExitCode())
+	}
+	if err := cri.OOMEvent(e.ctx(), e.server().srv, killed); err != nil {
+		t.Fatal(err)
+	}
+	if st = e.ctrStatus(killed); st.GetReason() != "OOMKilled" {
+		t.Errorf("after an oom event: reason %q, want OOMKilled", st.GetReason())
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"time"
 
 	"k8s.io/klog/v2"
 
@@ -16,8 +15,10 @@ import (
 // rebuild the store from it, restart log pumps and rewrite compose files.
 // This is also the whole of restart recovery: the engine is the database.
 func (s *Server) resync(ctx context.Context) {
-	if !s.events.Connected() {
-		s.unprepare() // first Resync of a subscription comes before the stream
+	// Prepare again on every (re)connection: an engine that restarted may
+	// have lost the pod network or the pause image.
+	s.unprepare()
+	if !s.events.Connected() { // first Resync of a subscription comes before the stream
 		if _, err := s.docker.Ping(ctx); err != nil {
 			return
 		}
@@ -32,6 +33,7 @@ func (s *Server) resync(ctx context.Context) {
 		s.ensurePump(ctx, c)
 	}
 	s.sweepProjects(ctx)
+	s.files.sweep(ctx)
 	klog.V(1).InfoS("Resynced with the engine", "sandboxes", len(s.store.listSandboxes()), "containers", len(s.store.listContainers()))
 }
 
@@ -44,6 +46,9 @@ func (s *Server) handleEvent(ctx context.Context, ev dockerapi.Event) {
 	case "create", "start", "die", "destroy", "oom", "pause", "unpause", "rename", "update":
 	default:
 		return // exec_*, attach, kill, stop and friends change nothing CRI reports
+	}
+	if ev.Action == "oom" {
+		s.store.noteOOM(ev.ID)
 	}
 	if err := s.store.refresh(ctx, ev.ID); err != nil {
 		klog.V(2).InfoS("Refresh after engine event failed", "container", ev.ID, "action", ev.Action, "err", err)
@@ -88,9 +93,9 @@ func (s *Server) sweepProjects(ctx context.Context) {
 		live[sb.Project] = true
 	}
 	for _, e := range entries {
-		// A folder younger than a minute may belong to a RunPodSandbox that
-		// has written it but not yet created its infra container.
-		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) < time.Minute {
+		// A RunPodSandbox in flight may have written its folder before its
+		// infra container exists.
+		if creatingProjects[e.Name()] {
 			continue
 		}
 		if !live[e.Name()] {

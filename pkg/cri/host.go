@@ -115,3 +115,9 @@ func HostFacts(info system.Info, local bool) sandbox.Host { return hostFacts(inf
 func KernelCapabilities() []string {
 	return append([]string(nil), capNames[:min(lastCap()+1, len(capNames))]...)
 }
+
+// EngineCapabilities names the capabilities both this kernel and the engine
+// described by info know: the most a container can be given here.
+func EngineCapabilities(info system.Info) []string {
+	return append([]string(nil), capNames[:min(lastCap(), engineLastCap(info.ServerVersion))+1]...)
+}

@@ -3,6 +3,7 @@ package cri
 import (
 	"context"
 	"fmt"
+	"time"
 
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
@@ -23,7 +24,17 @@ func (s *ImageService) RemoveImage(ctx context.Context, req *runtime.RemoveImage
 	if err != nil {
 		return nil, grpcError(fmt.Errorf("remove image: %w", err))
 	}
+	// Removals of one reference wait for each other: the later ones then
+	// find the image gone. While the engine deletes an image's layers, an
+	// inspect of it can fail ("layer does not exist"): a removal by
+	// another reference (name and id) looks again until it is gone.
+	unlock := s.pulls.lock("remove " + r.String())
+	defer unlock()
 	img, err := s.lookup(ctx, r)
+	for wait := 50 * time.Millisecond; err != nil && wait < 2*time.Second && ctx.Err() == nil; wait *= 2 {
+		time.Sleep(wait)
+		img, err = s.lookup(ctx, r)
+	}
 	if err != nil {
 		return nil, grpcError(fmt.Errorf("remove image %q: %w", r.String(), err))
 	}
@@ -48,6 +59,9 @@ func (s *ImageService) RemoveImage(ctx context.Context, req *runtime.RemoveImage
 	s.usersMu.Lock()
 	delete(s.users, img.ID)
 	s.usersMu.Unlock()
+	if s.onRemove != nil {
+		s.onRemove(img.ID)
+	}
 	klog.V(2).InfoS("Removed image", "image", r.String(), "id", img.ID)
 	return &runtime.RemoveImageResponse{}, nil
 }

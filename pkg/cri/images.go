@@ -40,6 +40,9 @@ type ImageService struct {
 
 	usersMu sync.Mutex
 	users   map[string]string // image id → config User; images are immutable
+
+	// onRemove is told of every image RemoveImage removed (by id).
+	onRemove func(id string)
 }
 
 var _ runtime.ImageServiceServer = (*ImageService)(nil)

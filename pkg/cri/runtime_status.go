@@ -3,6 +3,7 @@ package cri
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -13,7 +14,15 @@ import (
 func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime.StatusResponse, error) {
 	rt := &runtime.RuntimeCondition{Type: runtime.RuntimeReady, Status: true}
 	nw := &runtime.RuntimeCondition{Type: runtime.NetworkReady, Status: true}
-	if err := s.ready(ctx); err != nil {
+	err := s.ready(ctx)
+	if err == nil && !s.events.Connected() {
+		// The event stream is down, so the engine may be gone while the
+		// preparation still stands: ask it.
+		if _, perr := s.docker.Ping(ctx); perr != nil {
+			err = fmt.Errorf("engine not ready: %w", perr)
+		}
+	}
+	if err != nil {
 		rt.Status, rt.Reason, rt.Message = false, "EngineUnavailable", err.Error()
 		nw.Status, nw.Reason, nw.Message = false, "EngineUnavailable", "the pod network lives on the engine"
 	} else if !s.store.synced.Load() {
@@ -21,7 +30,10 @@ func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime
 		// kubelet that running pods are gone (and it would make new ones).
 		rt.Status, rt.Reason, rt.Message = false, "Resyncing", "reading pods and containers from the engine"
 	}
-	resp := &runtime.StatusResponse{Status: &runtime.RuntimeStatus{Conditions: []*runtime.RuntimeCondition{rt, nw}}}
+	resp := &runtime.StatusResponse{Status: &runtime.RuntimeStatus{Conditions: []*runtime.RuntimeCondition{rt, nw}},
+		RuntimeHandlers: []*runtime.RuntimeHandler{{Name: "", Features: s.handlerFeatures()}},
+		// CreateContainer resolves users and groups itself (ResolveUser).
+		Features: &runtime.RuntimeFeatures{SupplementalGroupsPolicy: true}}
 	if r.GetVerbose() {
 		h := s.hostInfo()
 		fields := map[string]any{
@@ -48,4 +60,13 @@ func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime
 		resp.Info = map[string]string{"config": string(info)}
 	}
 	return resp, nil
+}
+
+// handlerFeatures are the features of the one runtime handler (the
+// engine's default runtime). User namespaces per pod need an engine that
+// can give one container its own (none can: the engine has one
+// daemon-wide remapping); recursive read-only mounts need the engine to
+// make them (API 1.44+).
+func (s *Server) handlerFeatures() *runtime.RuntimeHandlerFeatures {
+	return &runtime.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: s.hostInfo().RecursiveReadOnly}
 }

@@ -26,9 +26,11 @@ func (s *Server) RemovePodSandbox(ctx context.Context, r *runtime.RemovePodSandb
 			return nil, grpcError(fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err))
 		}
 	}
+	failpoint(FailRemoveAfterContainers) // test only: failpoint.go
 	if err := s.docker.ContainerRemove(ctx, sb.ID); err != nil && !dockerapi.IsNotFound(err) {
 		return nil, grpcError(fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err))
 	}
+	failpoint(FailRemoveAfterInfraRemove)
 	if err := s.store.refresh(ctx, sb.ID); err != nil {
 		return nil, grpcError(err)
 	}

@@ -38,11 +38,18 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 	}
 	spec.SetConfigHash()
 	projectFileMu.Lock()
+	creatingProjects[spec.Project] = true
 	err = s.writeResolvConf(spec.Project, cfg) // the infra container mounts it
 	projectFileMu.Unlock()
+	defer func() {
+		projectFileMu.Lock()
+		delete(creatingProjects, spec.Project)
+		projectFileMu.Unlock()
+	}()
 	if err != nil {
 		return "", err
 	}
+	failpoint(FailRunBeforeInfraCreate) // test only: failpoint.go
 	id, err := s.docker.ContainerCreate(ctx, spec.Name, spec.Config, spec.HostConfig, spec.Networking)
 	if dockerapi.IsConflict(err) {
 		return "", fmt.Errorf("pod sandbox %s/%s attempt %d exists already as %s (%s): %w",
@@ -58,6 +65,7 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 	if err != nil {
 		return "", fmt.Errorf("create pod sandbox %s: %w", spec.Project, err)
 	}
+	failpoint(FailRunAfterInfraCreate)
 	if err := s.store.refresh(ctx, id); err != nil {
 		return "", err
 	}
@@ -65,11 +73,13 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 		s.cleanupSandbox(id, spec.Project)
 		return "", err
 	}
+	failpoint(FailRunAfterComposeWrite)
 	if err := s.docker.ContainerStart(ctx, id); err != nil {
 		// Leave nothing behind: kubelet retries with a fresh RunPodSandbox.
 		s.cleanupSandbox(id, spec.Project)
 		return "", fmt.Errorf("start pod sandbox %s: %w", spec.Project, err)
 	}
+	failpoint(FailRunAfterStart)
 	if err := s.store.refresh(ctx, id); err != nil {
 		return "", err
 	}

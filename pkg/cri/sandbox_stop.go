@@ -43,7 +43,9 @@ func (s *Server) stopSandbox(ctx context.Context, sb sandboxRec) error {
 				case errs <- err:
 				default:
 				}
+				return
 			}
+			failpoint(FailStopBetweenContainers) // test only: failpoint.go
 		}()
 	}
 	wg.Wait()
@@ -52,6 +54,7 @@ func (s *Server) stopSandbox(ctx context.Context, sb sandboxRec) error {
 		return fmt.Errorf("stop pod sandbox %s: %w", sb.ID, err)
 	default:
 	}
+	failpoint(FailStopBeforeInfraStop)
 	if err := s.docker.ContainerStop(ctx, sb.ID, 0); err != nil && !dockerapi.IsNotFound(err) {
 		return fmt.Errorf("stop pod sandbox %s: %w", sb.ID, err)
 	}

@@ -59,7 +59,15 @@ type Server struct {
 	prepMu   sync.Mutex
 	prepared bool
 
+	// started is when this server was made: files last changed before it
+	// cannot belong to a request in flight.
+	started time.Time
+
 	stream *streamServer // exec, attach, port-forward (streaming.go)
+
+	// files reads images' files: users and groups, image volumes
+	// (image_files.go).
+	files *imageFiles
 
 	// stats and events (container_events.go, stats.go)
 	cevents *containerEvents
@@ -79,8 +87,13 @@ func NewServer(cfg Config, d *dockerapi.Client) *Server {
 		images: NewImageService(d, cfg.Mirrors),
 		store:  newStore(d, cfg.Network),
 		pumps:  newLogPumps(d),
+
+		started: time.Now(),
 	}
 	s.store.beforeExit = s.beforeExit // logs.go
+	s.files = newImageFiles(d, cfg.StateDir, s.started)
+	s.files.inUse = s.imageMounted
+	s.images.onRemove = s.files.forgetImage
 	// stats and events: container_events.go, stats.go
 	s.cevents = newContainerEvents(s.store)
 	s.stats = newStatsCollector(d, s.store)
@@ -149,6 +162,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	s.host.FullPrivileged = h.FullPrivileged
 	s.host.NegativeOOMScoreAdj = h.NegativeOOMScoreAdj
 	s.host.AppArmor = h.AppArmor
+	s.host.RecursiveReadOnly = s.docker.AtLeast("1.44")
 	s.host.InfraImage = infra
 	s.hostMu.Unlock()
 	s.prepared = true

@@ -48,6 +48,7 @@ type usageSample struct {
 	hasProcs  bool
 	net       []ifaceUsage // an infra container's: the pod's network
 	hasNet    bool
+	ext       *cgroupExtra // a container's, while metrics are asked for
 }
 
 // withRate sets the CPU rate of s from the previous sample prev.
@@ -84,6 +85,12 @@ type statsCollector struct {
 	asked   atomic.Int64 // Unix ns of the last request
 	memOnce sync.Once
 	memTot  uint64 // the engine host's memory, to spot "no limit" in engine samples
+
+	// metricsAsked: Unix ns of the last ListPodSandboxMetrics. Until
+	// statsIdleAfter after it, passes also read the metrics-only files
+	// (cgroupExtra); lastExt says whether the last pass did.
+	metricsAsked atomic.Int64
+	lastExt      bool // guarded by mu
 }
 
 type pathEntry struct {
@@ -137,6 +144,74 @@ func (c *statsCollector) fresh() {
 	if c.age() > 2*c.interval { // not done meanwhile by another request
 		c.passLocked(true)
 	}
+}
+
+// freshMetrics is fresh for ListPodSandboxMetrics: the samples must also
+// hold what only the metrics read.
+func (c *statsCollector) freshMetrics() {
+	now := time.Now().UnixNano()
+	c.asked.Store(now)
+	c.metricsAsked.Store(now)
+	ok := func() bool {
+		c.mu.RLock()
+		defer c.mu.RUnlock()
+		return c.lastExt && time.Since(c.lastPass) <= 2*c.interval
+	}
+	if ok() {
+		return
+	}
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
+	if !ok() {
+		c.passLocked(true)
+	}
+}
+
+// wantExtra reports whether samples should carry the metrics-only figures.
+func (c *statsCollector) wantExtra() bool {
+	return time.Since(time.Unix(0, c.metricsAsked.Load())) <= statsIdleAfter
+}
+
+// sampleNow samples one running container that has no sample yet (it
+// started after the last pass), so that its first stats already carry
+// CPU and memory: kubelet reads them right after a start too. Local
+// cgroups only: an engine stream gives its first sample in a second.
+func (c *statsCollector) sampleNow(id string, pid int) (usageSample, bool) {
+	if pid <= 0 || c.engineOnly.Load() {
+		return usageSample{}, false
+	}
+	cg := c.cgroups()
+	if cg == nil {
+		return usageSample{}, false
+	}
+	c.passMu.Lock()
+	defer c.passMu.Unlock()
+	if s, ok := c.sample(id); ok { // sampled meanwhile
+		return s, true
+	}
+	if readable, _ := c.resolve(cg, target{id: id, pid: pid}); !readable {
+		return usageSample{}, false
+	}
+	pe := c.paths[id]
+	s, err := sampleCgroup(pe.paths)
+	if err != nil {
+		return usageSample{}, false
+	}
+	if c.wantExtra() {
+		s.ext, _ = pe.paths.readExtra(c.proc)
+	}
+	c.mu.Lock()
+	c.local[id] = s
+	c.mu.Unlock()
+	return s, true
+}
+
+// sampleOf is sample, or sampleNow for a running container not sampled yet.
+func (c *statsCollector) sampleOf(id string, pid int) (usageSample, bool) {
+	if s, ok := c.sample(id); ok {
+		return s, true
+	}
+	return c.sampleNow(id, pid)
 }
 
 func (c *statsCollector) age() time.Duration {
@@ -205,6 +280,7 @@ func (c *statsCollector) passLocked(readLocal bool) {
 	prev := c.local
 	c.mu.RUnlock()
 	next := make(map[string]usageSample, len(prev))
+	ext := readLocal && c.wantExtra()
 	live := map[string]bool{}
 	wantStream := map[string]bool{}
 	for _, t := range c.targets() {
@@ -224,6 +300,9 @@ func (c *statsCollector) passLocked(readLocal bool) {
 		s, err := sampleCgroup(pe.paths)
 		if err != nil {
 			continue // it just stopped, most likely
+		}
+		if ext && !t.infra {
+			s.ext, _ = pe.paths.readExtra(c.proc)
 		}
 		if t.infra && !t.hostNetw {
 			if ifs, err := readNetDev(c.proc, t.pid); err == nil {
@@ -249,6 +328,7 @@ func (c *statsCollector) passLocked(readLocal bool) {
 		c.mu.Lock()
 		c.local = next
 		c.lastPass = time.Now()
+		c.lastExt = ext
 		c.mu.Unlock()
 	}
 }

@@ -28,6 +28,10 @@ type mount1 struct {
 type cgroupPaths struct {
 	v2                bool
 	cpu, memory, pids string // v1: one directory per controller; v2: all the same
+	// cpuCtl (v1: the cpu controller's, where cpu.stat holds the CFS
+	// figures; often cpu's and cpuacct's are one) and blkio are read for
+	// the CRI metrics only ("": not mounted).
+	cpuCtl, blkio string
 }
 
 // loadCgroupFS reads the mount table under proc ("/proc").
@@ -53,7 +57,7 @@ func loadCgroupFS(proc string) (*cgroupFS, error) {
 		case "cgroup":
 			for _, opt := range strings.Split(p[2], ",") {
 				switch opt {
-				case "cpuacct", "memory", "pids":
+				case "cpuacct", "memory", "pids", "cpu", "blkio":
 					if _, dup := fs.v1[opt]; !dup {
 						fs.v1[opt] = m
 					}
@@ -144,6 +148,12 @@ func (fs *cgroupFS) paths(pid int, id string) (cgroupPaths, error) {
 		if m, ok := fs.v1["pids"]; ok && byCtl["pids"] != "" {
 			out.pids, _ = join(m, byCtl["pids"])
 		}
+		if m, ok := fs.v1["cpu"]; ok && byCtl["cpu"] != "" {
+			out.cpuCtl, _ = join(m, byCtl["cpu"])
+		}
+		if m, ok := fs.v1["blkio"]; ok && byCtl["blkio"] != "" {
+			out.blkio, _ = join(m, byCtl["blkio"])
+		}
 		return out, nil
 	}
 	p, ok := byCtl[""]
@@ -154,17 +164,19 @@ func (fs *cgroupFS) paths(pid int, id string) (cgroupPaths, error) {
 	if err != nil {
 		return cgroupPaths{}, err
 	}
-	return cgroupPaths{v2: true, cpu: dir, memory: dir, pids: dir}, nil
+	return cgroupPaths{v2: true, cpu: dir, memory: dir, pids: dir, cpuCtl: dir, blkio: dir}, nil
 }
 
 // parent is the cgroup one level up: the pod's, when kubelet gave the pod a
 // cgroup parent.
 func (p cgroupPaths) parent() cgroupPaths {
-	out := cgroupPaths{v2: p.v2, cpu: filepath.Dir(p.cpu), memory: filepath.Dir(p.memory)}
-	if p.pids != "" {
-		out.pids = filepath.Dir(p.pids)
+	up := func(d string) string {
+		if d == "" {
+			return ""
+		}
+		return filepath.Dir(d)
 	}
-	return out
+	return cgroupPaths{v2: p.v2, cpu: up(p.cpu), memory: up(p.memory), pids: up(p.pids), cpuCtl: up(p.cpuCtl), blkio: up(p.blkio)}
 }
 
 // cgroupUsage is what one read of a cgroup's files gives.

@@ -79,6 +79,50 @@ func (l *layerCache) usage(id string) *runtime.FilesystemUsage {
 	return fu
 }
 
+// usageNow is usage, measuring on the spot a layer never measured yet (a
+// container created since the last refresh) when this process can walk
+// it; the engine's list is never asked from here.
+func (l *layerCache) usageNow(ctx context.Context, id string) *runtime.FilesystemUsage {
+	if u := l.usage(id); u != nil || l.mountpoint(ctx) == "" {
+		return u
+	}
+	dir := l.upperDir(ctx, id)
+	if dir == "" {
+		return nil
+	}
+	at := time.Now().UnixNano()
+	bytes, inodes, err := diskUsage(dir)
+	if err != nil {
+		return nil
+	}
+	l.mu.Lock()
+	if _, ok := l.sizes[id]; !ok {
+		l.sizes[id] = layerUsage{at: at, bytes: bytes, inodes: inodes, hasInodes: true}
+	}
+	l.mu.Unlock()
+	return l.usage(id)
+}
+
+// fsCapacity is the size and the inodes of the filesystem that holds the
+// writable layers (statfs of the storage driver's directory), when this
+// process sees it.
+type fsCapacity struct {
+	mount                     string
+	bytes, inodes, inodesFree uint64
+}
+
+func (l *layerCache) capacity(ctx context.Context) (fsCapacity, bool) {
+	m := l.mountpoint(ctx)
+	if m == "" || !l.docker.IsLocal() {
+		return fsCapacity{}, false
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(m, &st); err != nil {
+		return fsCapacity{}, false
+	}
+	return fsCapacity{mount: m, bytes: st.Blocks * uint64(st.Bsize), inodes: st.Files, inodesFree: st.Ffree}, true
+}
+
 func (l *layerCache) run(ctx context.Context) {
 	t := time.NewTicker(layerTick)
 	defer t.Stop()

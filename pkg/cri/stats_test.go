@@ -460,6 +460,42 @@ func TestPodSandboxMetrics(t *testing.T) {
 	if want := []string{md.GetName(), md.GetNamespace(), "", podID, "", "eth0"}; !slices.Equal(rx.GetLabelValues(), want) {
 		t.Errorf("pod network labels %v, want %v", rx.GetLabelValues(), want)
 	}
+	// The metrics-only figures, read from the cgroup of a burner that
+	// runs sh (one process, one thread, its standard streams open).
+	for name, ok := range map[string]func(uint64) bool{
+		// Whole seconds, from ticks: the burner's second may still read 0.
+		"container_cpu_user_seconds_total": func(v uint64) bool { return v <= cpu.GetValue().GetValue()+1 },
+		"container_processes":              func(v uint64) bool { return v == 1 },
+		"container_threads":                func(v uint64) bool { return v == 1 },
+		"container_file_descriptors":       func(v uint64) bool { return v >= 3 },
+		"container_spec_cpu_shares":        func(v uint64) bool { return v == 1024 || v == 2 },
+		"container_spec_cpu_period":        func(v uint64) bool { return v == 100000 },
+		"container_memory_max_usage_bytes": func(v uint64) bool { return v > 0 },
+		"container_fs_limit_bytes":         func(v uint64) bool { return v > 0 },
+		"container_start_time_seconds":     func(v uint64) bool { return v > 0 },
+	} {
+		m := find(cm.GetMetrics(), name)
+		if m == nil || !ok(m.GetValue().GetValue()) {
+			t.Errorf("%s: %v", name, m)
+		}
+	}
+}
+
+// TestStatsRightAfterStart: a container started after the sampler's last
+// pass has CPU and memory in its first stats (sampled on the spot).
+func TestStatsRightAfterStart(t *testing.T) {
+	t.Parallel()
+	e := newCRIEnv(t)
+	pod := e.podConfig("statsnow")
+	podID := e.runPod(pod)
+	e.ctrStats(e.runCtr(podID, pod, ctrConfig("first", "sleep 300"))) // the sampler is awake
+	for i := range 3 {
+		id := e.runCtr(podID, pod, ctrConfig(fmt.Sprintf("c%d", i), "sleep 300"))
+		st := e.ctrStats(id)
+		if st.GetCpu().GetTimestamp() == 0 || st.GetMemory().GetTimestamp() == 0 {
+			t.Errorf("container %d: stats right after the start have no CPU or memory: %v", i, st)
+		}
+	}
 }
 
 // statsFleet runs pods × perPod sleeping containers and waits until every

@@ -44,6 +44,7 @@ type containerRec struct {
 	Image     string // as requested
 	ImageID   string
 	LogPath   string
+	User      string // sandbox.LabelUser: who it runs as, "" when unresolved
 	Tty       bool
 	CreatedAt int64
 
@@ -81,6 +82,10 @@ type store struct {
 	mu         sync.RWMutex
 	sandboxes  map[string]sandboxRec
 	containers map[string]containerRec
+	// ooms counts the engine's "oom" events per container: the engine's
+	// own OOMKilled flag can be lost when the exit is handled before the
+	// OOM notification (noteOOM).
+	ooms map[string]uint64
 
 	// locks serialise inspect+apply per object, so an older inspect can
 	// never overwrite a newer one.
@@ -156,9 +161,15 @@ func (s *store) refresh(ctx context.Context, id string) error {
 		}
 	case sandbox.TypeContainer:
 		r := containerRec{ID: in.ID, SandboxID: obj.SandboxID, Project: obj.Project, Service: obj.Service,
-			Config: obj.Container, Image: obj.Image, ImageID: in.Image, LogPath: obj.LogPath, Tty: in.Config.Tty,
+			Config: obj.Container, Image: obj.Image, ImageID: in.Image, LogPath: obj.LogPath, User: obj.User, Tty: in.Config.Tty,
 			CreatedAt: created, ServiceCfg: sandbox.Service(obj.Service, in.Config, in.HostConfig)}
 		applyState(&r, in.State)
+		if r.State == runtime.ContainerState_CONTAINER_EXITED && r.Reason != "OOMKilled" && s.oomEvents(r.ID) > 0 {
+			// The kernel's OOM killer killed a process of it (as containerd,
+			// whatever the exit code: the main process may have been the
+			// one that reported its child's death).
+			r.Reason = "OOMKilled"
+		}
 		if r.State == runtime.ContainerState_CONTAINER_EXITED && s.beforeExit != nil {
 			s.beforeExit(&r)
 		}
@@ -183,6 +194,7 @@ func (s *store) delete(id string) {
 	delete(s.sandboxes, id)
 	old, had := s.containers[id]
 	delete(s.containers, id)
+	delete(s.ooms, id)
 	s.mu.Unlock()
 	if had && s.onChange != nil {
 		s.onChange(&old, nil)
@@ -190,6 +202,27 @@ func (s *store) delete(id string) {
 	if hadSb && s.onSandboxChange != nil {
 		s.onSandboxChange(&oldSb, nil)
 	}
+}
+
+// noteOOM counts an "oom" event of container id. The caller refreshes
+// the container after: an exit already applied becomes OOMKilled.
+func (s *store) noteOOM(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.containers[id]; !ok {
+		return // not ours (another instance's), or gone
+	}
+	if s.ooms == nil {
+		s.ooms = map[string]uint64{}
+	}
+	s.ooms[id]++
+}
+
+// oomEvents is the number of "oom" events seen for container id.
+func (s *store) oomEvents(id string) uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.ooms[id]
 }
 
 // applyState maps the engine's state to CRI's.

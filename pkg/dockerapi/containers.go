@@ -124,3 +124,15 @@ func (c *Client) CopyFromContainer(ctx context.Context, id, path string) (_ io.R
 	}
 	return r.Content, nil
 }
+
+// ContainerExport returns a tar stream of the container's whole filesystem
+// (its image's layers and its writable layer, never its mounts); the
+// container need not run.
+func (c *Client) ContainerExport(ctx context.Context, id string) (_ io.ReadCloser, err error) {
+	defer c.observe("export container", time.Now(), &err)
+	r, err := c.api.ContainerExport(ctx, id, client.ContainerExportOptions{})
+	if err != nil {
+		return nil, wrap("export container", id, err)
+	}
+	return r, nil
+}

@@ -154,9 +154,9 @@ func evalCapabilities(f Facts, add addFunc) {
 		}
 	}
 	if len(missing) == 0 {
-		add(CheckCapabilities, OK, "all %d capabilities of the kernel", len(f.KernelCaps))
+		add(CheckCapabilities, OK, "all %d capabilities the kernel and the engine know", len(f.KernelCaps))
 	} else {
-		add(CheckCapabilities, Degraded, "missing %d of the kernel's %d: %s", len(missing), len(f.KernelCaps), strings.Join(missing, ", "))
+		add(CheckCapabilities, Degraded, "missing %d of the %d the kernel and the engine know: %s", len(missing), len(f.KernelCaps), strings.Join(missing, ", "))
 	}
 	if f.Host.NegativeOOMScoreAdj {
 		add(CheckOOMScoreAdj, OK, "allowed (CAP_SYS_RESOURCE is in the bounding set)")

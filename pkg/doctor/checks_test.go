@@ -89,7 +89,7 @@ func TestMissingCapabilities(t *testing.T) {
 	f.Host = sandbox.Host{Capabilities: []string{"CAP_CHOWN", "CAP_KILL", "CAP_SYS_ADMIN", "CAP_SYS_TIME"}}
 	f.Info.SecurityOptions = []string{"name=seccomp,profile=default"}
 	r := Evaluate(f)
-	check(t, r, CheckCapabilities, Degraded, "missing 1 of the kernel's 5", "CAP_SYS_RESOURCE")
+	check(t, r, CheckCapabilities, Degraded, "missing 1 of the 5 the kernel and the engine know", "CAP_SYS_RESOURCE")
 	check(t, r, CheckOOMScoreAdj, Degraded, "unavailable", "CAP_SYS_RESOURCE")
 	check(t, r, CheckPrivileged, Degraded, "unavailable", "CAP_SYS_RESOURCE", "the 4 capabilities")
 	check(t, r, CheckAppArmor, Degraded, "not enabled")

@@ -104,7 +104,7 @@ func Gather(ctx context.Context, cfg Config) Facts {
 		f.gatherEngine(ctx, d)
 	}
 	f.Host = cri.HostFacts(f.Info, f.EngineLocal)
-	f.KernelCaps = cri.KernelCapabilities()
+	f.KernelCaps = cri.EngineCapabilities(f.Info)
 
 	f.PluginDirs = cfg.PluginDirs
 	if f.PluginDirs == nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/moby/moby/api/types/container"
@@ -81,6 +82,13 @@ func Service(service string, cc *container.Config, hc *container.HostConfig) typ
 	})
 	for _, b := range hc.Binds {
 		s.Volumes = append(s.Volumes, bindVolume(b))
+	}
+	for _, m := range hc.Mounts {
+		v := types.ServiceVolumeConfig{Type: string(m.Type), Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly}
+		if bo := m.BindOptions; bo != nil && bo.ReadOnlyForceRecursive {
+			v.Bind = &types.ServiceVolumeBind{Recursive: "readonly"}
+		}
+		s.Volumes = append(s.Volumes, v)
 	}
 	for _, d := range hc.Devices {
 		s.Devices = append(s.Devices, types.DeviceMapping{Source: d.PathOnHost, Target: d.PathInContainer, Permissions: d.CgroupPermissions})
@@ -204,12 +212,37 @@ func ComposeYAML(p *types.Project) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("render compose file of %s: %w", p.Name, err)
 	}
-	if !bytes.Contains(b, []byte("$")) {
+	listify := extensionKeys(p)
+	if !listify && !bytes.Contains(b, []byte("$")) && !tabIndented(b) {
 		return b, nil
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("render compose file of %s: %w", p.Name, err)
+		// go-yaml writes some strings (a blank line, then one starting
+		// with a tab) as block scalars it cannot read back, nor can
+		// Compose (found by FuzzValidateContainer): start again from the
+		// JSON form, in which every string is quoted.
+		j, jerr := unnamed.MarshalJSON()
+		if jerr != nil {
+			return nil, fmt.Errorf("render compose file of %s: %w", p.Name, jerr)
+		}
+		doc = yaml.Node{}
+		if jerr := yaml.Unmarshal(j, &doc); jerr != nil {
+			return nil, fmt.Errorf("render compose file of %s: %w (and from JSON: %v)", p.Name, err, jerr)
+		}
+		blockStyle(&doc)
+		if root := doc.Content; len(root) == 1 && root[0].Kind == yaml.MappingNode {
+			// No name: Compose v1 refuses the key (see above).
+			for i := 0; i+1 < len(root[0].Content); i += 2 {
+				if root[0].Content[i].Value == "name" {
+					root[0].Content = append(root[0].Content[:i], root[0].Content[i+2:]...)
+					break
+				}
+			}
+		}
+	}
+	if listify {
+		listExtensionMaps(&doc)
 	}
 	escapeDollars(&doc, false)
 	var buf bytes.Buffer
@@ -219,6 +252,137 @@ func ComposeYAML(p *types.Project) ([]byte, error) {
 		return nil, fmt.Errorf("render compose file of %s: %w", p.Name, err)
 	}
 	return buf.Bytes(), nil
+}
+
+// tabIndented reports whether a line of b starts, after its indentation,
+// with a tab: only a block scalar's content can, and some of those do not
+// read back (see ComposeYAML).
+func tabIndented(b []byte) bool {
+	for i := bytes.IndexByte(b, '\t'); i >= 0; {
+		j := i - 1
+		for j >= 0 && b[j] == ' ' {
+			j--
+		}
+		if j < 0 || b[j] == '\n' {
+			return true
+		}
+		k := bytes.IndexByte(b[i+1:], '\t')
+		if k < 0 {
+			break
+		}
+		i += 1 + k
+	}
+	return false
+}
+
+// blockStyle turns the flow mappings and sequences of a document read from
+// JSON into block ones, and its quoted keys into plain ones where they can
+// be, the way compose files are written; values stay quoted.
+func blockStyle(n *yaml.Node) {
+	if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
+		n.Style &^= yaml.FlowStyle
+	}
+	for i, c := range n.Content {
+		if n.Kind == yaml.MappingNode && i%2 == 0 && c.Kind == yaml.ScalarNode {
+			c.Style = 0 // the encoder quotes a key that needs it
+		}
+		blockStyle(c)
+	}
+}
+
+// extensionKeys reports whether a service has an environment variable,
+// label or sysctl named "x-…": in a mapping, Compose takes such a key for
+// an extension field and drops it when it loads the file (found by
+// FuzzComposeYAML).
+func extensionKeys(p *types.Project) bool {
+	for _, s := range p.Services {
+		for k := range s.Environment {
+			if strings.HasPrefix(k, "x-") {
+				return true
+			}
+		}
+		for k := range s.Labels {
+			if strings.HasPrefix(k, "x-") {
+				return true
+			}
+		}
+		for k := range s.Sysctls {
+			if strings.HasPrefix(k, "x-") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// listExtensionMaps rewrites every service's environment, labels or
+// sysctls mapping that holds an "x-" key as a list of KEY=value items,
+// which Compose reads whole (see extensionKeys).
+func listExtensionMaps(doc *yaml.Node) {
+	root := doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	services := mappingValue(root, "services")
+	if services == nil || services.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 1; i < len(services.Content); i += 2 {
+		svc := services.Content[i]
+		if svc.Kind != yaml.MappingNode {
+			continue
+		}
+		for j := 0; j+1 < len(svc.Content); j += 2 {
+			switch svc.Content[j].Value {
+			case "environment", "labels", "sysctls":
+			default:
+				continue
+			}
+			m := svc.Content[j+1]
+			if m.Kind != yaml.MappingNode {
+				continue
+			}
+			x := false
+			for k := 0; k < len(m.Content); k += 2 {
+				x = x || strings.HasPrefix(m.Content[k].Value, "x-")
+			}
+			if !x {
+				continue
+			}
+			seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+			for k := 0; k+1 < len(m.Content); k += 2 {
+				key, val := m.Content[k], m.Content[k+1]
+				item := []byte(key.Value)
+				switch val.Tag {
+				case "!!null":
+				case "!!binary":
+					v, _ := base64.StdEncoding.DecodeString(val.Value)
+					item = append(append(item, '='), v...)
+				default:
+					item = append(append(item, '='), val.Value...)
+				}
+				n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: string(item)}
+				if !utf8.Valid(item) {
+					n.Tag, n.Value = "!!binary", base64.StdEncoding.EncodeToString(item)
+				}
+				seq.Content = append(seq.Content, n)
+			}
+			svc.Content[j+1] = seq
+		}
+	}
+}
+
+// mappingValue is the value of key in a mapping node, or nil.
+func mappingValue(m *yaml.Node, key string) *yaml.Node {
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
 }
 
 // escapeDollars doubles '$' in every scalar value; mapping keys are left

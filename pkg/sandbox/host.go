@@ -25,6 +25,11 @@ type Host struct {
 	NegativeOOMScoreAdj bool
 	// AppArmor says the host has AppArmor enabled.
 	AppArmor bool
+	// RecursiveReadOnly says the engine makes a read-only bind mount
+	// read-only all the way down when asked (Engine API 1.44+,
+	// BindOptions.ReadOnlyForceRecursive); before, runc makes only the
+	// top mount read-only and the mounts below it stay writable.
+	RecursiveReadOnly bool
 
 	// LogConfig is the engine log driver for CRI containers: the pump
 	// resumes from it after a restart, so it must support reading.

@@ -30,6 +30,7 @@ const (
 	LabelConfig    = "io.cri-compose.config"     // the CRI config as protobuf JSON
 	LabelImage     = "io.cri-compose.image"      // containers: the image as requested
 	LabelLogPath   = "io.cri-compose.log-path"   // containers: absolute CRI log path
+	LabelUser      = "io.cri-compose.user"       // containers: who it runs as, "uid:gid:g1,g2" (Identity)
 
 	// Kubelet-style labels, for people and tools that know them.
 	LabelPodName       = "io.kubernetes.pod.name"
@@ -61,6 +62,7 @@ type Object struct {
 	SandboxID string // containers only
 	Image     string // containers only
 	LogPath   string // containers only
+	User      string // containers only: LabelUser, "" when not resolved
 	Sandbox   *runtime.PodSandboxConfig
 	Container *runtime.ContainerConfig
 }
@@ -75,6 +77,7 @@ func ParseLabels(labels map[string]string) (obj *Object, ok bool, err error) {
 	obj = &Object{
 		Type: typ, Project: labels[LabelProject], Service: labels[LabelService],
 		SandboxID: labels[LabelSandboxID], Image: labels[LabelImage], LogPath: labels[LabelLogPath],
+		User: labels[LabelUser],
 	}
 	raw := []byte(labels[LabelConfig])
 	if typ == TypeSandbox {

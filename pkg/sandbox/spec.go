@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -45,6 +46,11 @@ func ValidateSandbox(cfg *runtime.PodSandboxConfig) error {
 	if d := cfg.GetLogDirectory(); d != "" && !filepath.IsAbs(d) {
 		return invalid("log_directory %q must be an absolute path", d)
 	}
+	for k := range cfg.GetLinux().GetSysctls() {
+		if k == "" || badKey(k) {
+			return invalid("sysctl %q is empty or only line breaks", k)
+		}
+	}
 	return nil
 }
 
@@ -69,6 +75,9 @@ func SandboxSpec(cfg *runtime.PodSandboxConfig, h Host) (*Spec, error) {
 	labels[LabelContainerName] = "POD"
 
 	nsOpts := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	if err := userNamespace(nsOpts); err != nil {
+		return nil, err
+	}
 	hostNet := nsOpts.GetNetwork() == runtime.NamespaceMode_NODE
 	cc := &container.Config{
 		Image:    h.InfraImage,
@@ -79,8 +88,9 @@ func SandboxSpec(cfg *runtime.PodSandboxConfig, h Host) (*Spec, error) {
 		NetworkMode:   container.NetworkMode(h.Network),
 		IpcMode:       "shareable",
 		RestartPolicy: container.RestartPolicy{Name: container.RestartPolicyDisabled},
-		// The pause container writes nothing worth keeping.
-		LogConfig: container.LogConfig{Type: "none"},
+		// The pause container writes next to nothing; a small readable log
+		// keeps `docker compose logs` from warning about the pod service.
+		LogConfig: container.LogConfig{Type: "local", Config: map[string]string{"max-size": "64k", "max-file": "1", "compress": "false"}},
 		Sysctls:   cfg.GetLinux().GetSysctls(),
 	}
 	if hostNet {
@@ -118,6 +128,24 @@ func SandboxSpec(cfg *runtime.PodSandboxConfig, h Host) (*Spec, error) {
 		Name: ContainerName(project, InfraService, md.GetAttempt()), Project: project, Service: InfraService,
 		Config: cc, HostConfig: hc, Networking: nc,
 	}, nil
+}
+
+// userNamespace refuses a user namespace of the pod's own (mode POD, with
+// kubelet's uid and gid mappings): the engine has one daemon-wide
+// remapping (userns-remap) or none, and no way to give one container its
+// own mappings. NODE (the host's, the default) is what every container
+// gets; CONTAINER and TARGET are invalid for user namespaces.
+func userNamespace(ns *runtime.NamespaceOption) error {
+	if ns.GetUsernsOptions() == nil {
+		return nil // not asked: the host's
+	}
+	switch ns.GetUsernsOptions().GetMode() {
+	case runtime.NamespaceMode_NODE:
+		return nil
+	case runtime.NamespaceMode_POD:
+		return fmt.Errorf("%w: a user namespace per pod (the engine cannot map users per container)", ErrUnsupported)
+	}
+	return invalid("user namespace mode %s", ns.GetUsernsOptions().GetMode())
 }
 
 func aliases(project, hostname string) []string {
@@ -214,6 +242,16 @@ type ContainerInput struct {
 	// SeccompProfile holds a localhost seccomp profile's JSON, read by the
 	// caller (this package does no I/O).
 	SeccompProfile []byte
+	// User is who the container runs as, resolved by the caller from the
+	// image's /etc/passwd and /etc/group (ResolveUser); nil leaves it to
+	// the engine (run_as_* as given, the engine adds the image's groups).
+	User *Identity
+	// ImageMounts are the host directories that serve the image volume
+	// mounts (Mount.image), by index in Config.Mounts: read-only copies of
+	// the images' filesystems, made by the caller (the engine cannot mount
+	// an image before API 1.48). An image mount without one is refused as
+	// unsupported.
+	ImageMounts map[int]string
 }
 
 // ValidateContainer checks a CreateContainer request.
@@ -228,7 +266,19 @@ func ValidateContainer(cfg *runtime.ContainerConfig) error {
 	case cfg.GetImage().GetImage() == "":
 		return invalid("container image is required")
 	}
+	for k := range cfg.GetLabels() {
+		if k == "" || badKey(k) {
+			return invalid("container label key %q is empty or only line breaks", k)
+		}
+	}
 	return nil
+}
+
+// badKey reports whether a key (of a label, an environment variable or a
+// sysctl) is only line breaks: Compose's schema wants keys to match ".+",
+// so the compose file could not be loaded (found by FuzzComposeYAML).
+func badKey(k string) bool {
+	return strings.Trim(k, "\n\r\u2028\u2029") == ""
 }
 
 // LogPath is the absolute CRI log path of a container, or "" when the pod
@@ -271,9 +321,12 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 	}
 	labels := composeLabels(project, service, h.ProjectDir(project), h.ComposeFile(project))
 	labels[LabelDependsOn] = InfraService + ":service_started:false"
-	// CRI labels first, so none of them can overwrite ours.
+	// CRI labels first, so none of them can overwrite ours; and none in
+	// our namespaces or Compose's, which the runtime and Compose trust
+	// (a request's io.cri-compose.log-path would say where the log pump,
+	// as root, writes).
 	for k, v := range cfg.GetLabels() {
-		if _, taken := labels[k]; !taken {
+		if _, taken := labels[k]; !taken && !reservedLabel(k) {
 			labels[k] = v
 		}
 	}
@@ -300,8 +353,8 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 		Labels:     labels,
 	}
 	for _, kv := range cfg.GetEnvs() {
-		if kv.GetKey() == "" || strings.Contains(kv.GetKey(), "=") {
-			return nil, invalid("environment variable name %q is empty or holds '='", kv.GetKey())
+		if kv.GetKey() == "" || strings.Contains(kv.GetKey(), "=") || badKey(kv.GetKey()) {
+			return nil, invalid("environment variable name %q is empty, holds '=' or is only line breaks", kv.GetKey())
 		}
 		cc.Env = append(cc.Env, kv.GetKey()+"="+string(kv.GetValue()))
 	}
@@ -320,6 +373,9 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 		hc.IpcMode = "host"
 	}
 	ns := cfg.GetLinux().GetSecurityContext().GetNamespaceOptions()
+	if err := userNamespace(ns); err != nil {
+		return nil, err
+	}
 	switch ns.GetPid() {
 	case runtime.NamespaceMode_POD:
 		hc.PidMode = container.PidMode(infra)
@@ -337,7 +393,7 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 	if ResolvConf(in.Sandbox.GetDnsConfig()) != nil && !mountsPath(cfg.GetMounts(), "/etc/resolv.conf") {
 		hc.Binds = append(hc.Binds, h.ResolvConfPath(project)+":/etc/resolv.conf:rprivate")
 	}
-	if err := mounts(cfg.GetMounts(), hc); err != nil {
+	if err := mounts(cfg.GetMounts(), in.ImageMounts, hc, h); err != nil {
 		return nil, err
 	}
 	for _, d := range cfg.GetDevices() {
@@ -353,6 +409,10 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 	if err := resources(cfg.GetLinux().GetResources(), hc, h); err != nil {
 		return nil, err
 	}
+	if in.User != nil {
+		cc.User, hc.GroupAdd = in.User.engineUser()
+		labels[LabelUser] = in.User.String()
+	}
 	if err := security(in, cc, hc, h); err != nil {
 		return nil, err
 	}
@@ -360,6 +420,12 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 		Name: ContainerName(project, service, md.GetAttempt()), Project: project, Service: service,
 		Config: cc, HostConfig: hc,
 	}, nil
+}
+
+// reservedLabel reports whether a label key belongs to cri-compose or
+// Compose: never taken from a request.
+func reservedLabel(k string) bool {
+	return strings.HasPrefix(k, "io.cri-compose.") || strings.HasPrefix(k, "com.docker.compose.")
 }
 
 func mountsPath(ms []*runtime.Mount, path string) bool {
@@ -371,11 +437,23 @@ func mountsPath(ms []*runtime.Mount, path string) bool {
 	return false
 }
 
-func mounts(ms []*runtime.Mount, hc *container.HostConfig) error {
-	for _, m := range ms {
+func mounts(ms []*runtime.Mount, images map[int]string, hc *container.HostConfig, h Host) error {
+	for i, m := range ms {
 		if m.GetImage() != nil {
-			// Image volumes need an engine that mounts images (API 1.48+).
-			return fmt.Errorf("%w: image volume mounts (%q) are not supported on this engine", ErrUnsupported, m.GetContainerPath())
+			if err := ValidateImageMount(m); err != nil {
+				return err
+			}
+			src := images[i]
+			if src == "" {
+				// Image volumes need an engine that mounts images (API
+				// 1.48+), or a copy of the image on the engine's host.
+				return fmt.Errorf("%w: image volume mounts (%q) are not supported on this engine", ErrUnsupported, m.GetContainerPath())
+			}
+			if strings.Contains(src, ":") {
+				return invalid("image volume source %q holds ':'", src)
+			}
+			hc.Binds = append(hc.Binds, src+":"+m.GetContainerPath()+":ro,rprivate")
+			continue
 		}
 		src, dst := m.GetHostPath(), m.GetContainerPath()
 		if src == "" || dst == "" {
@@ -386,6 +464,12 @@ func mounts(ms []*runtime.Mount, hc *container.HostConfig) error {
 		}
 		if strings.Contains(src, ":") || strings.Contains(dst, ":") {
 			return invalid("mount paths may not contain ':' (%q -> %q)", src, dst)
+		}
+		if m.GetRecursiveReadOnly() {
+			if err := recursiveReadOnly(m, hc, h); err != nil {
+				return err
+			}
+			continue
 		}
 		opts := []string{}
 		if m.GetReadonly() {
@@ -402,6 +486,45 @@ func mounts(ms []*runtime.Mount, hc *container.HostConfig) error {
 		// Binds (not Mounts) so that a missing host directory is created, as
 		// containerd's CRI plugin does.
 		hc.Binds = append(hc.Binds, src+":"+dst+":"+strings.Join(opts, ","))
+	}
+	return nil
+}
+
+// recursiveReadOnly mounts m read-only all the way down, where the engine
+// can (h.RecursiveReadOnly): as the CRI asks, only a read-only mount with
+// private propagation can be. Through Mounts, not Binds: a missing host
+// path is an error, as kubelet makes the path of such a volume itself.
+func recursiveReadOnly(m *runtime.Mount, hc *container.HostConfig, h Host) error {
+	src, dst := m.GetHostPath(), m.GetContainerPath()
+	switch {
+	case !m.GetReadonly():
+		return invalid("recursive read-only mount %q must be read-only", dst)
+	case m.GetPropagation() != runtime.MountPropagation_PROPAGATION_PRIVATE:
+		return invalid("recursive read-only mount %q needs private propagation, not %s", dst, m.GetPropagation())
+	case !h.RecursiveReadOnly:
+		return fmt.Errorf("%w: recursive read-only mount %q needs Engine API 1.44 or newer", ErrUnsupported, dst)
+	}
+	hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: src, Target: dst, ReadOnly: true,
+		BindOptions: &mount.BindOptions{Propagation: mount.PropagationRPrivate, ReadOnlyForceRecursive: true}})
+	return nil
+}
+
+// ValidateImageMount checks an image volume mount (Mount.image): kubelet
+// mounts images read-only, and the CRI says a runtime must refuse one that
+// is not.
+func ValidateImageMount(m *runtime.Mount) error {
+	dst := m.GetContainerPath()
+	switch {
+	case m.GetImage().GetImage() == "":
+		return invalid("image volume mount %q names no image", dst)
+	case !m.GetReadonly():
+		return invalid("image volume mount %q must be read-only", dst)
+	case dst == "" || !filepath.IsAbs(dst):
+		return invalid("image volume mount container_path %q must be absolute", dst)
+	case strings.Contains(dst, ":"):
+		return invalid("mount paths may not contain ':' (%q)", dst)
+	case m.GetRecursiveReadOnly() && m.GetPropagation() != runtime.MountPropagation_PROPAGATION_PRIVATE:
+		return invalid("image volume mount %q: recursive read-only needs private propagation", dst)
 	}
 	return nil
 }
@@ -502,22 +625,10 @@ func security(in ContainerInput, cc *container.Config, hc *container.HostConfig,
 	if sc.GetPrivileged() && !in.Sandbox.GetLinux().GetSecurityContext().GetPrivileged() {
 		return invalid("privileged container in a sandbox that is not privileged")
 	}
-	user := ""
-	switch {
-	case sc.GetRunAsUser() != nil:
-		user = strconv.FormatInt(sc.GetRunAsUser().GetValue(), 10)
-	case sc.GetRunAsUsername() != "":
-		user = sc.GetRunAsUsername()
-	}
-	if g := sc.GetRunAsGroup(); g != nil {
-		if user == "" {
-			return invalid("run_as_group needs run_as_user or run_as_username")
+	if in.User == nil { // else resolved by the caller: ContainerSpec set it
+		if err := runAsUser(sc, cc, hc); err != nil {
+			return err
 		}
-		user += ":" + strconv.FormatInt(g.GetValue(), 10)
-	}
-	cc.User = user
-	for _, g := range sc.GetSupplementalGroups() {
-		hc.GroupAdd = append(hc.GroupAdd, strconv.FormatInt(g, 10))
 	}
 	hc.ReadonlyRootfs = sc.GetReadonlyRootfs()
 	if sc.GetNoNewPrivs() {
@@ -549,6 +660,29 @@ func security(in ContainerInput, cc *container.Config, hc *container.HostConfig,
 	}
 	if len(sc.GetCapabilities().GetAddAmbientCapabilities()) > 0 {
 		return invalid("ambient capabilities are not supported by the Docker Engine")
+	}
+	return nil
+}
+
+// runAsUser passes run_as_* on to the engine as they are: it resolves
+// names and adds the image's groups of the user itself.
+func runAsUser(sc *runtime.LinuxContainerSecurityContext, cc *container.Config, hc *container.HostConfig) error {
+	user := ""
+	switch {
+	case sc.GetRunAsUser() != nil:
+		user = strconv.FormatInt(sc.GetRunAsUser().GetValue(), 10)
+	case sc.GetRunAsUsername() != "":
+		user = sc.GetRunAsUsername()
+	}
+	if g := sc.GetRunAsGroup(); g != nil {
+		if user == "" {
+			return invalid("run_as_group needs run_as_user or run_as_username")
+		}
+		user += ":" + strconv.FormatInt(g.GetValue(), 10)
+	}
+	cc.User = user
+	for _, g := range sc.GetSupplementalGroups() {
+		hc.GroupAdd = append(hc.GroupAdd, strconv.FormatInt(g, 10))
 	}
 	return nil
 }

@@ -1,0 +1,70 @@
+package sandbox
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/moby/moby/api/types/mount"
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func TestRecursiveReadOnlyMount(t *testing.T) {
+	in := func(m *runtime.Mount) ContainerInput {
+		return ContainerInput{SandboxID: "sb", Sandbox: &runtime.PodSandboxConfig{Metadata: &runtime.PodSandboxMetadata{Name: "p", Namespace: "n", Uid: "u"}},
+			Config: &runtime.ContainerConfig{Metadata: &runtime.ContainerMetadata{Name: "c"}, Image: &runtime.ImageSpec{Image: "busybox"},
+				Mounts: []*runtime.Mount{m}}}
+	}
+	rro := &runtime.Mount{HostPath: "/data", ContainerPath: "/mnt", Readonly: true, RecursiveReadOnly: true}
+	// Engine API 1.41: refused, never silently weaker.
+	if _, err := ContainerSpec(in(rro), Host{}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("API 1.41: %v, want unsupported", err)
+	}
+	spec, err := ContainerSpec(in(rro), Host{RecursiveReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spec.HostConfig.Mounts) != 1 || len(spec.HostConfig.Binds) != 0 {
+		t.Fatalf("mounts %+v binds %v", spec.HostConfig.Mounts, spec.HostConfig.Binds)
+	}
+	m := spec.HostConfig.Mounts[0]
+	if m.Type != mount.TypeBind || m.Source != "/data" || m.Target != "/mnt" || !m.ReadOnly ||
+		m.BindOptions == nil || !m.BindOptions.ReadOnlyForceRecursive || m.BindOptions.Propagation != mount.PropagationRPrivate {
+		t.Errorf("mount %+v %+v", m, m.BindOptions)
+	}
+	svc := Service("c", spec.Config, spec.HostConfig)
+	if len(svc.Volumes) != 1 || svc.Volumes[0].Bind == nil || svc.Volumes[0].Bind.Recursive != "readonly" {
+		t.Errorf("compose volumes %+v", svc.Volumes)
+	}
+	for _, bad := range []*runtime.Mount{
+		{HostPath: "/data", ContainerPath: "/mnt", Readonly: false, RecursiveReadOnly: true},
+		{HostPath: "/data", ContainerPath: "/mnt", Readonly: true, RecursiveReadOnly: true, Propagation: runtime.MountPropagation_PROPAGATION_HOST_TO_CONTAINER},
+		{HostPath: "/data", ContainerPath: "/mnt", Readonly: true, RecursiveReadOnly: true, Propagation: runtime.MountPropagation_PROPAGATION_BIDIRECTIONAL},
+	} {
+		if _, err := ContainerSpec(in(bad), Host{RecursiveReadOnly: true}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%v: %v, want invalid", bad, err)
+		}
+	}
+}
+
+func TestUserNamespaceRefused(t *testing.T) {
+	pod := func(u *runtime.UserNamespace) *runtime.PodSandboxConfig {
+		return &runtime.PodSandboxConfig{Metadata: &runtime.PodSandboxMetadata{Name: "p", Namespace: "n", Uid: "u"},
+			Linux: &runtime.LinuxPodSandboxConfig{SecurityContext: &runtime.LinuxSandboxSecurityContext{
+				NamespaceOptions: &runtime.NamespaceOption{UsernsOptions: u}}}}
+	}
+	if _, err := SandboxSpec(pod(nil), Host{}); err != nil {
+		t.Errorf("no user namespace asked: %v", err)
+	}
+	if _, err := SandboxSpec(pod(&runtime.UserNamespace{Mode: runtime.NamespaceMode_NODE}), Host{}); err != nil {
+		t.Errorf("the host's: %v", err)
+	}
+	podNS := &runtime.UserNamespace{Mode: runtime.NamespaceMode_POD,
+		Uids: []*runtime.IDMapping{{HostId: 65536, ContainerId: 0, Length: 65536}},
+		Gids: []*runtime.IDMapping{{HostId: 65536, ContainerId: 0, Length: 65536}}}
+	if _, err := SandboxSpec(pod(podNS), Host{}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("a pod's own: %v, want unsupported", err)
+	}
+	if _, err := SandboxSpec(pod(&runtime.UserNamespace{Mode: runtime.NamespaceMode_CONTAINER}), Host{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("CONTAINER: %v, want invalid", err)
+	}
+}
