@@ -6,6 +6,7 @@ package dockerapi
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/moby/moby/api/types/system"
@@ -21,6 +22,10 @@ type Client struct {
 	api  *client.Client
 	host string
 	m    *metrics // metrics.go
+
+	// netMu serialises EnsureNetwork in this process: engines before API
+	// 1.44 let racing creates make two networks of one name.
+	netMu sync.Mutex
 }
 
 // New returns a client for host ("unix:///var/run/docker.sock", "tcp://…");

@@ -14,6 +14,8 @@ import (
 // subnet when valid, and labels) if it does not exist yet.
 func (c *Client) EnsureNetwork(ctx context.Context, name string, subnet netip.Prefix, labels map[string]string) (_ string, err error) {
 	defer c.observe("ensure network", time.Now(), &err)
+	c.netMu.Lock()
+	defer c.netMu.Unlock()
 	r, err := c.api.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
 	if err == nil {
 		return r.Network.ID, nil
