@@ -34,6 +34,8 @@ func (s *Server) resync(ctx context.Context) {
 	}
 	s.sweepProjects(ctx)
 	s.files.sweep(ctx)
+	// Ready only now, so nobody sees the state dir before the sweep.
+	s.store.markSynced()
 	klog.V(1).InfoS("Resynced with the engine", "sandboxes", len(s.store.listSandboxes()), "containers", len(s.store.listContainers()))
 }
 

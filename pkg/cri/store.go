@@ -78,6 +78,9 @@ type store struct {
 	// syncedCh is closed when synced is first set.
 	syncedCh   chan struct{}
 	syncedOnce sync.Once
+	// readAll is set (by the Run goroutine only) when a resync has read
+	// every container of the engine.
+	readAll bool
 
 	mu         sync.RWMutex
 	sandboxes  map[string]sandboxRec
@@ -321,9 +324,18 @@ func (s *store) resync(ctx context.Context) error {
 	}
 	// Every pod was read (one that could not be is logged by the caller
 	// and must not keep the runtime from ever being ready).
+	s.readAll = true
+	return firstErr
+}
+
+// markSynced says the store holds every pod of the engine, once the first
+// resync that read them all has also finished its clean-ups.
+func (s *store) markSynced() {
+	if !s.readAll {
+		return
+	}
 	s.synced.Store(true)
 	s.syncedOnce.Do(func() { close(s.syncedCh) })
-	return firstErr
 }
 
 // owns reports whether the container with labels belongs to this server's
