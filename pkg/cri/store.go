@@ -381,47 +381,36 @@ func (s *store) waitSynced(ctx context.Context) error {
 func (s *store) sandbox(id string) (sandboxRec, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if r, ok := s.sandboxes[id]; ok {
-		return r, nil
-	}
-	var found []sandboxRec
-	if id != "" {
-		for k, r := range s.sandboxes {
-			if strings.HasPrefix(k, id) {
-				found = append(found, r)
-			}
-		}
-	}
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
-		return sandboxRec{}, fmt.Errorf("pod sandbox %q: %w", id, errNotFound)
-	}
-	return sandboxRec{}, fmt.Errorf("pod sandbox id prefix %q is ambiguous: %w", id, errNotFound)
+	return byIDOrPrefix(s.sandboxes, id, "pod sandbox")
 }
 
 func (s *store) container(id string) (containerRec, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if r, ok := s.containers[id]; ok {
+	return byIDOrPrefix(s.containers, id, "container")
+}
+
+// byIDOrPrefix finds the record of id, or of the one id that starts with it.
+func byIDOrPrefix[R any](recs map[string]R, id, kind string) (R, error) {
+	if r, ok := recs[id]; ok {
 		return r, nil
 	}
-	var found []containerRec
+	var found []R
 	if id != "" {
-		for k, r := range s.containers {
+		for k, r := range recs {
 			if strings.HasPrefix(k, id) {
 				found = append(found, r)
 			}
 		}
 	}
+	var zero R
 	switch len(found) {
 	case 1:
 		return found[0], nil
 	case 0:
-		return containerRec{}, fmt.Errorf("container %q: %w", id, errNotFound)
+		return zero, fmt.Errorf("%s %q: %w", kind, id, errNotFound)
 	}
-	return containerRec{}, fmt.Errorf("container id prefix %q is ambiguous: %w", id, errNotFound)
+	return zero, fmt.Errorf("%s id prefix %q is ambiguous: %w", kind, id, errNotFound)
 }
 
 // Records are big (each holds its compose service config: about 1.7 KB),
