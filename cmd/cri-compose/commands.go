@@ -50,7 +50,7 @@ func runDoctor(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	r := doctor.Evaluate(doctor.Gather(ctx, doctor.Config{
-		DockerHost: o.DockerHost, StateDir: o.StateDir, Listen: o.Listen,
+		DockerHost: o.DockerHost, Endpoint: o.endpoint(), StateDir: o.StateDir, Listen: o.Listen,
 	}))
 	if err := r.WriteTable(os.Stdout); err != nil {
 		return 1

@@ -43,6 +43,13 @@ type fileConfig struct {
 	StreamAddress   string              `json:"streamAddress" flag:"stream-address"` // exec/attach/port-forward server
 	MetricsAddress  string              `json:"metricsAddress" flag:"metrics-address"`
 	OTLPEndpoint    string              `json:"otlpEndpoint" flag:"otlp-endpoint"`
+	// Remote engines (issue 6): remote.go.
+	DockerCertPath           string `json:"dockerCertPath" flag:"docker-cert-path"`
+	DockerAllowPlainTCP      bool   `json:"dockerAllowPlainTCP" flag:"docker-allow-plain-tcp"`
+	SSHKnownHosts            string `json:"sshKnownHosts" flag:"ssh-known-hosts"`
+	SSHIdentityFile          string `json:"sshIdentityFile" flag:"ssh-identity-file"`
+	SSHInsecureIgnoreHostKey bool   `json:"sshInsecureIgnoreHostKey" flag:"ssh-insecure-ignore-host-key"`
+	StageMounts              string `json:"stageMounts" flag:"stage-mounts"`
 }
 
 type stringList []string
@@ -99,7 +106,11 @@ func run() error {
 		return err
 	}
 	defer tel.shutdown()
-	d, err := dockerapi.New(fc.DockerHost, tel.dockerOptions()...)
+	stage, err := fc.stageMode() // remote.go
+	if err != nil {
+		return err
+	}
+	d, err := dockerapi.New(fc.DockerHost, append(tel.dockerOptions(), dockerapi.WithEndpoint(fc.endpoint()))...)
 	if err != nil {
 		return err
 	}
@@ -107,7 +118,7 @@ func run() error {
 	srv := cri.NewServer(cri.Config{
 		StateDir: fc.StateDir, Network: fc.Network, NetworkSubnet: subnet,
 		PodInfraImage: fc.PodInfraImage, Mirrors: m,
-		StreamAddress: fc.StreamAddress,
+		StreamAddress: fc.StreamAddress, StageMounts: stage,
 	}, d)
 	if _, err := srv.StreamURL(); err != nil { // streaming server: --stream-address
 		return err
@@ -214,8 +225,19 @@ func mergeFile(fs *flag.FlagSet, path string, fc *fileConfig) error {
 	pick("network-subnet", &fc.NetworkSubnet, file.NetworkSubnet)
 	pick("pod-infra-image", &fc.PodInfraImage, file.PodInfraImage)
 	pick("stream-address", &fc.StreamAddress, file.StreamAddress)
-	pick("metrics-address", &fc.MetricsAddress, file.MetricsAddress) // issue 8
-	pick("otlp-endpoint", &fc.OTLPEndpoint, file.OTLPEndpoint)       // issue 8
+	pick("metrics-address", &fc.MetricsAddress, file.MetricsAddress)  // issue 8
+	pick("otlp-endpoint", &fc.OTLPEndpoint, file.OTLPEndpoint)        // issue 8
+	pick("docker-cert-path", &fc.DockerCertPath, file.DockerCertPath) // issue 6
+	pick("ssh-known-hosts", &fc.SSHKnownHosts, file.SSHKnownHosts)
+	pick("ssh-identity-file", &fc.SSHIdentityFile, file.SSHIdentityFile)
+	pick("stage-mounts", &fc.StageMounts, file.StageMounts)
+	pickBool := func(name string, dst *bool, v bool) {
+		if !set[name] && v {
+			*dst = true
+		}
+	}
+	pickBool("docker-allow-plain-tcp", &fc.DockerAllowPlainTCP, file.DockerAllowPlainTCP)
+	pickBool("ssh-insecure-ignore-host-key", &fc.SSHInsecureIgnoreHostKey, file.SSHInsecureIgnoreHostKey)
 	fc.RegistryMirrors = file.RegistryMirrors
 	if file.LogLevel != nil && !set["v"] {
 		_ = fs.Set("v", fmt.Sprint(*file.LogLevel))

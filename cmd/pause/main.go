@@ -4,11 +4,19 @@
 // namespace it is PID 1 there, so it also reaps the zombies of orphaned
 // processes whenever SIGCHLD arrives.
 //
+// With "-forward PORT" it is instead a port-forward relay (issue 6): run
+// by an exec in the infra container, so in the pod's network namespace, it
+// connects to 127.0.0.1:PORT and copies stdin to the connection and the
+// connection to stdout. cri-compose forwards ports of pods on a remote
+// engine through it, over the engine's API, with nothing else in the pod.
+//
 // It is built static (CGO_ENABLED=0) by `make pause` into pkg/pause/pause.bin,
 // which pkg/pause embeds into the pause image.
 package main
 
 import (
+	"io"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -18,6 +26,9 @@ func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "-v" || os.Args[1] == "--version") {
 		os.Stdout.WriteString("cri-compose pause\n")
 		return
+	}
+	if len(os.Args) == 3 && os.Args[1] == "-forward" {
+		os.Exit(forward(os.Args[2]))
 	}
 
 	sigs := make(chan os.Signal, 16)
@@ -47,4 +58,31 @@ func reap() {
 			return
 		}
 	}
+}
+
+// forward relays stdin and stdout to 127.0.0.1:port (or [::1]:port): the
+// connection's end of input is passed on as a half-close, and the relay
+// ends when the pod closes its side. A refused port is reported on stderr
+// with exit code 1.
+func forward(port string) int {
+	conn, err := net.Dial("tcp4", net.JoinHostPort("127.0.0.1", port))
+	if err != nil {
+		conn, err = net.Dial("tcp6", net.JoinHostPort("::1", port))
+	}
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		return 1
+	}
+	go func() {
+		_, err := io.Copy(conn, os.Stdin)
+		if err == nil {
+			conn.(*net.TCPConn).CloseWrite()
+			return
+		}
+		conn.Close()
+	}()
+	if _, err := io.Copy(os.Stdout, conn); err != nil {
+		return 1
+	}
+	return 0
 }

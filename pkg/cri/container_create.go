@@ -49,6 +49,12 @@ func (s *Server) createContainer(ctx context.Context, r *runtime.CreateContainer
 	}
 	in := sandbox.ContainerInput{SandboxID: sb.ID, Sandbox: sb.Config, Config: cfg, ImageID: img.ID, ImageRef: img.Ref,
 		User: user, ImageMounts: imageMounts}
+	var copies []fileCopy
+	if s.hostInfo().StageMounts { // the engine is remote: stage_mounts.go
+		if in.Staged, copies, err = s.stage.stage(ctx, sb.Project, cfg); err != nil {
+			return "", fmt.Errorf("create container %q: %w", cfg.GetMetadata().GetName(), err)
+		}
+	}
 	if p := sandbox.SeccompProfilePath(cfg); p != "" {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -68,6 +74,12 @@ func (s *Server) createContainer(ctx context.Context, r *runtime.CreateContainer
 	}
 	if err != nil {
 		return "", fmt.Errorf("create container %q in %s: %w", cfg.GetMetadata().GetName(), sb.Project, err)
+	}
+	if err := s.stage.copyFiles(ctx, id, copies); err != nil {
+		if rerr := s.docker.ContainerRemove(context.WithoutCancel(ctx), id); rerr != nil {
+			klog.ErrorS(rerr, "Cannot remove a container whose files could not be staged", "container", id)
+		}
+		return "", fmt.Errorf("create container %q: staging its files: %w", cfg.GetMetadata().GetName(), err)
 	}
 	failpoint(FailCreateAfterCreate) // test only: failpoint.go
 	if err := s.store.refresh(ctx, id); err != nil {

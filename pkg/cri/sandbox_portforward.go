@@ -62,8 +62,8 @@ func (s *Server) readySandbox(id string) (sandboxRec, error) {
 //
 // This needs the engine to be local: the pod network (and, for host-network
 // pods, the engine host's loopback) must be reachable from here. For a
-// remote engine it would need a tunnel, such as a process exec'd in the
-// sandbox that relays the port over the exec stream.
+// remote engine, a relay exec'd in the sandbox carries the connection over
+// the engine's API instead (sandbox_portforward_engine.go).
 //
 // A refused or unreachable port is returned as an error, which the library
 // writes on the client's error stream.
@@ -73,6 +73,11 @@ func (r streamRuntime) PortForward(ctx context.Context, podSandboxID string, por
 	sb, err := r.s.readySandbox(podSandboxID)
 	if err != nil {
 		return err
+	}
+	if !r.s.docker.IsLocal() {
+		// The pod network is on the engine's host: through the engine
+		// (sandbox_portforward_engine.go).
+		return r.portForwardEngine(ctx, sb, port, stream)
 	}
 	host := sb.IP
 	if sb.Service.NetworkMode == "host" ||

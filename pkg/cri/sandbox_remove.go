@@ -34,6 +34,11 @@ func (s *Server) RemovePodSandbox(ctx context.Context, r *runtime.RemovePodSandb
 	if err := s.store.refresh(ctx, sb.ID); err != nil {
 		return nil, grpcError(err)
 	}
+	if s.hostInfo().StageMounts { // stage_mounts.go
+		if err := s.stage.removePod(ctx, sb.Project); err != nil {
+			return nil, grpcError(fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err))
+		}
+	}
 	if err := s.removeProject(sb.Project); err != nil {
 		return nil, grpcError(err)
 	}

@@ -40,6 +40,10 @@ type Config struct {
 	// DefaultStreamIdleTimeout.
 	StreamAddress     string
 	StreamIdleTimeout time.Duration
+
+	// StageMounts is when host-path mounts are copied to the engine
+	// (stage_mounts.go; "" is StageAuto).
+	StageMounts StageMode
 }
 
 // Server implements the CRI RuntimeService; ImageService is served beside it.
@@ -64,6 +68,7 @@ type Server struct {
 	started time.Time
 
 	stream *streamServer // exec, attach, port-forward (streaming.go)
+	stage  *stager       // host-path mounts on remote engines (stage_mounts.go)
 
 	// files reads images' files: users and groups, image volumes
 	// (image_files.go).
@@ -103,6 +108,7 @@ func NewServer(cfg Config, d *dockerapi.Client) *Server {
 	// This server owns the pods of its state dir only (store.projectsDir).
 	s.store.projectsDir = s.host.ProjectDir("")
 	s.stream = newStreamServer(cfg.StreamAddress, cfg.StreamIdleTimeout, s) // listens now, serves from Run
+	s.stage = newStager(d, func() string { return s.hostInfo().InfraImage })
 	return s
 }
 
@@ -117,6 +123,7 @@ func (s *Server) Run(ctx context.Context) {
 	streamDone := s.stream.start(ctx) // the streaming server stops with ctx
 	go s.events.Run(ctx)
 	go s.runStatsAndEvents(ctx) // stats and events: stats.go
+	go s.stage.run(ctx)         // staged mounts: stage_mounts.go
 	ch := s.events.Subscribe(ctx)
 	for ev := range ch {
 		if ev.Resync {
@@ -164,7 +171,12 @@ func (s *Server) prepare(ctx context.Context) error {
 	s.host.AppArmor = h.AppArmor
 	s.host.RecursiveReadOnly = s.docker.AtLeast("1.44")
 	s.host.InfraImage = infra
+	stage := s.decideStaging(info.Name) // stage_mounts.go
+	s.host.StageMounts = stage
 	s.hostMu.Unlock()
+	if stage {
+		s.stage.adopt(ctx)
+	}
 	s.prepared = true
 	klog.InfoS("Engine ready for pods", "host", s.docker.Host(), "api", s.docker.APIVersion(),
 		"network", s.cfg.Network, "infraImage", infra, "fullPrivileged", h.FullPrivileged)

@@ -6,6 +6,9 @@ package dockerapi
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,31 +24,45 @@ const MinAPIVersion = "1.41"
 type Client struct {
 	api  *client.Client
 	host string
-	m    *metrics // metrics.go
+	// tunnel carries an ssh:// endpoint's connections (nil otherwise).
+	tunnel *sshTunnel
+	m      *metrics // metrics.go
 
 	// netMu serialises EnsureNetwork in this process: engines before API
 	// 1.44 let racing creates make two networks of one name.
 	netMu sync.Mutex
 }
 
-// New returns a client for host ("unix:///var/run/docker.sock", "tcp://…");
-// an empty host means DOCKER_HOST or the platform default. It does not
-// contact the engine: the API version is negotiated on the first call, so
-// cri-compose can start while the engine is down and report it not ready.
-func New(host string, options ...Option) (*Client, error) {
-	opts := []client.Opt{client.FromEnv}
-	if host != "" {
-		opts = append(opts, client.WithHost(host))
+// New returns a client for host ("unix:///var/run/docker.sock",
+// "tcp://host:2376" with TLS, "ssh://user@host[:port][/socket]"; see
+// Endpoint and SSHConfig); an empty host means $DOCKER_HOST or the local
+// socket. It does not contact the engine: the API version is negotiated on
+// the first call, so cri-compose can start while the engine is down (or
+// its host unreachable) and report it not ready.
+func New(host string, with ...Option) (*Client, error) {
+	if host == "" {
+		host = os.Getenv(client.EnvOverrideHost)
 	}
-	opts = append(opts, clientOpts(options)...) // options.go
+	if host == "" {
+		host = client.DefaultDockerHost
+	}
+	var o options
+	for _, f := range with {
+		f(&o)
+	}
+	// Not client.FromEnv: its TLS from the environment skips verifying
+	// the server unless DOCKER_TLS_VERIFY is set (dial_tls.go always does).
+	hopts, tunnel, err := hostOpts(host, o.endpoint) // dial_tls.go, dial_ssh.go
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]client.Opt{client.WithAPIVersionFromEnv()}, hopts...)
+	opts = append(opts, clientOpts(o)...) // options.go
 	c, err := client.New(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("docker client for %q: %w", host, err)
 	}
-	if host == "" {
-		host = c.DaemonHost()
-	}
-	return &Client{api: c, host: host, m: newMetrics()}, nil
+	return &Client{api: c, host: host, tunnel: tunnel, m: newMetrics()}, nil
 }
 
 // Host is the engine endpoint this client talks to.
@@ -54,11 +71,31 @@ func (c *Client) Host() string { return c.host }
 // IsLocal reports whether the engine runs on this machine (unix socket), so
 // that host facts read here (capabilities, cgroups) are the engine's too.
 func (c *Client) IsLocal() bool {
-	return len(c.host) > 7 && c.host[:7] == "unix://"
+	return strings.HasPrefix(c.host, "unix://")
 }
 
-// Close releases idle connections.
-func (c *Client) Close() error { return c.api.Close() }
+// SharesFilesystem reports whether paths on this machine are paths on the
+// engine's host, judged from the endpoint alone: a unix socket or TCP to
+// loopback. ssh:// and TCP to another address do not.
+func (c *Client) SharesFilesystem() bool {
+	scheme, rest, _ := strings.Cut(c.host, "://")
+	switch scheme {
+	case "unix":
+		return true
+	case "tcp":
+		u, err := url.Parse("tcp://" + rest)
+		return err == nil && IsLoopbackHost(u.Hostname())
+	}
+	return false
+}
+
+// Close releases idle connections (and the SSH tunnel).
+func (c *Client) Close() error {
+	if c.tunnel != nil {
+		c.tunnel.close()
+	}
+	return c.api.Close()
+}
 
 // APIVersion is the negotiated Engine API version ("" before the first call).
 func (c *Client) APIVersion() string { return c.api.ClientVersion() }

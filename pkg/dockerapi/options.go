@@ -10,6 +10,7 @@ type Option func(*options)
 
 type options struct {
 	tracerProvider trace.TracerProvider
+	endpoint       Endpoint // dial_tls.go
 }
 
 // WithTracerProvider makes every engine call a span of tp (the moby client
@@ -21,11 +22,7 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(o *options) { o.tracerProvider = tp }
 }
 
-func clientOpts(opts []Option) []client.Opt {
-	var o options
-	for _, f := range opts {
-		f(&o)
-	}
+func clientOpts(o options) []client.Opt {
 	var out []client.Opt
 	if o.tracerProvider != nil {
 		out = append(out, client.WithTraceProvider(o.tracerProvider))

@@ -23,7 +23,8 @@ import (
 
 // Config says where to look: the same settings cri-compose runs with.
 type Config struct {
-	DockerHost string // "" = DOCKER_HOST or the local socket
+	DockerHost string             // "" = DOCKER_HOST or the local socket
+	Endpoint   dockerapi.Endpoint // how tcp:// and ssh:// hosts are reached
 	StateDir   string
 	Listen     string // the CRI endpoint, unix:///path
 
@@ -95,7 +96,7 @@ type PathInfo struct {
 // runs nothing.
 func Gather(ctx context.Context, cfg Config) Facts {
 	var f Facts
-	d, err := dockerapi.New(cfg.DockerHost)
+	d, err := dockerapi.New(cfg.DockerHost, dockerapi.WithEndpoint(cfg.Endpoint))
 	if err != nil {
 		f.EngineHost, f.PingErr = cfg.DockerHost, err
 	} else {

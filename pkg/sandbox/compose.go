@@ -194,6 +194,7 @@ func Project(name, network string, services ...types.ServiceConfig) *types.Proje
 	if network != "" {
 		p.Networks = types.Networks{network: types.NetworkConfig{Name: network, External: true}}
 	}
+	p.Volumes = externalVolumes(services) // stage.go
 	return p
 }
 

@@ -61,6 +61,10 @@ type podCase struct {
 	Sandbox    json.RawMessage   `json:"sandbox"`
 	Containers []json.RawMessage `json:"containers"`
 	Host       *hostOverride     `json:"host"`
+	// StagedFiles are the host paths that are files, with host.stageMounts:
+	// copied into the container; every other host path is a directory,
+	// staged in a volume (stage.go).
+	StagedFiles []string `json:"stagedFiles"`
 }
 
 // hostOverride changes parts of testHost; absent fields keep its values.
@@ -71,6 +75,7 @@ type hostOverride struct {
 	NegativeOOMScoreAdj *bool                `json:"negativeOOMScoreAdj"`
 	AppArmor            *bool                `json:"appArmor"`
 	LogConfig           *container.LogConfig `json:"logConfig"`
+	StageMounts         *bool                `json:"stageMounts"`
 }
 
 func (o *hostOverride) apply(t *testing.T, h *Host) {
@@ -95,6 +100,9 @@ func (o *hostOverride) apply(t *testing.T, h *Host) {
 	}
 	if o.LogConfig != nil {
 		h.LogConfig = *o.LogConfig
+	}
+	if o.StageMounts != nil {
+		h.StageMounts = *o.StageMounts
 	}
 }
 
@@ -125,7 +133,35 @@ func loadCase(t *testing.T, name string) (*runtime.PodSandboxConfig, []*runtime.
 	}
 	h := testHost()
 	pc.Host.apply(t, &h)
+	stagedFiles = map[string]bool{}
+	for _, f := range pc.StagedFiles {
+		stagedFiles[f] = true
+	}
 	return sb, ctrs, h
+}
+
+// stagedFiles are the current case's host paths that are files (set by
+// loadCase; the golden tests do not run in parallel).
+var stagedFiles map[string]bool
+
+// staged is what pkg/cri's stager decides for c's mounts: a volume per
+// directory, a copy per file.
+func staged(sb *runtime.PodSandboxConfig, c *runtime.ContainerConfig, h Host) map[int]string {
+	if !h.StageMounts {
+		return nil
+	}
+	out := map[int]string{}
+	for i, m := range c.GetMounts() {
+		if m.GetHostPath() == "" {
+			continue
+		}
+		if stagedFiles[m.GetHostPath()] {
+			out[i] = StagedCopy
+		} else {
+			out[i] = StagedVolumeName(ProjectName(sb.GetMetadata()), m.GetHostPath())
+		}
+	}
+	return out
 }
 
 // engineCreate is one engine create call as the golden file shows it.
@@ -153,6 +189,7 @@ func render(t *testing.T, sb *runtime.PodSandboxConfig, ctrs []*runtime.Containe
 			Config:    c,
 			ImageID:   testImageID,
 			ImageRef:  c.GetImage().GetImage(),
+			Staged:    staged(sb, c, h),
 		}, h)
 		if err != nil {
 			t.Fatalf("ContainerSpec(%s): %v", c.GetMetadata().GetName(), err)

@@ -30,6 +30,11 @@ type Host struct {
 	// BindOptions.ReadOnlyForceRecursive); before, runc makes only the
 	// top mount read-only and the mounts below it stay writable.
 	RecursiveReadOnly bool
+	// StageMounts says the engine does not share this machine's filesystem
+	// (a remote engine, issue 6): host-path mounts come from staged copies
+	// (ContainerInput.Staged, stage.go) and resolv.conf from the engine's
+	// DNS settings rather than a bind of the file cri-compose writes.
+	StageMounts bool
 
 	// LogConfig is the engine log driver for CRI containers: the pump
 	// resumes from it after a restart, so it must support reading.

@@ -110,7 +110,7 @@ func SandboxSpec(cfg *runtime.PodSandboxConfig, h Host) (*Spec, error) {
 	if err := dnsConfig(cfg.GetDnsConfig(), hc); err != nil {
 		return nil, err
 	}
-	if ResolvConf(cfg.GetDnsConfig()) != nil {
+	if ResolvConf(cfg.GetDnsConfig()) != nil && !h.StageMounts {
 		hc.Binds = append(hc.Binds, h.ResolvConfPath(project)+":/etc/resolv.conf:rprivate")
 	}
 	if !hostNet {
@@ -252,6 +252,12 @@ type ContainerInput struct {
 	// an image before API 1.48). An image mount without one is refused as
 	// unsupported.
 	ImageMounts map[int]string
+	// Staged says, by index in Config.Mounts, how each host-path mount
+	// reaches an engine that does not share this machine's filesystem
+	// (Host.StageMounts; stage.go): the name of the volume holding a copy
+	// of the directory, or StagedCopy for a file the caller copies into
+	// the container. Unused otherwise.
+	Staged map[int]string
 }
 
 // ValidateContainer checks a CreateContainer request.
@@ -390,10 +396,10 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 	if p := in.Sandbox.GetLinux().GetCgroupParent(); p != "" {
 		hc.CgroupParent = p
 	}
-	if ResolvConf(in.Sandbox.GetDnsConfig()) != nil && !mountsPath(cfg.GetMounts(), "/etc/resolv.conf") {
+	if ResolvConf(in.Sandbox.GetDnsConfig()) != nil && !mountsPath(cfg.GetMounts(), "/etc/resolv.conf") && !h.StageMounts {
 		hc.Binds = append(hc.Binds, h.ResolvConfPath(project)+":/etc/resolv.conf:rprivate")
 	}
-	if err := mounts(cfg.GetMounts(), in.ImageMounts, hc, h); err != nil {
+	if err := mounts(cfg.GetMounts(), in.ImageMounts, in.Staged, hc, h); err != nil {
 		return nil, err
 	}
 	for _, d := range cfg.GetDevices() {
@@ -437,7 +443,7 @@ func mountsPath(ms []*runtime.Mount, path string) bool {
 	return false
 }
 
-func mounts(ms []*runtime.Mount, images map[int]string, hc *container.HostConfig, h Host) error {
+func mounts(ms []*runtime.Mount, images, staged map[int]string, hc *container.HostConfig, h Host) error {
 	for i, m := range ms {
 		if m.GetImage() != nil {
 			if err := ValidateImageMount(m); err != nil {
@@ -464,6 +470,16 @@ func mounts(ms []*runtime.Mount, images map[int]string, hc *container.HostConfig
 		}
 		if strings.Contains(src, ":") || strings.Contains(dst, ":") {
 			return invalid("mount paths may not contain ':' (%q -> %q)", src, dst)
+		}
+		if h.StageMounts { // stage.go
+			sm, ok, err := stagedMount(m, staged[i])
+			if err != nil {
+				return err
+			}
+			if ok {
+				hc.Mounts = append(hc.Mounts, sm)
+			}
+			continue
 		}
 		if m.GetRecursiveReadOnly() {
 			if err := recursiveReadOnly(m, hc, h); err != nil {
