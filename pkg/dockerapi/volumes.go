@@ -46,6 +46,6 @@ func (c *Client) VolumeList(ctx context.Context, labels ...string) (_ map[string
 // filesystem (its volumes included), as PUT /containers/{id}/archive.
 func (c *Client) CopyToContainer(ctx context.Context, id, dir string, tar io.Reader) (err error) {
 	defer c.observe("copy to container", time.Now(), &err)
-	_, err = c.api.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: dir, Content: tar, CopyUIDGID: true})
+	_, err = c.api.CopyToContainer(ctx, id, client.CopyToContainerOptions{DestinationPath: dir, Content: tar})
 	return wrap("copy to container", id, err)
 }

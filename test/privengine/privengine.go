@@ -1,0 +1,311 @@
+// Package privengine runs a private Docker engine for tests that stop,
+// restart or reach an engine as a remote host (test/fault, test/remote),
+// beside the machine's own, which is never restarted (other tests share
+// it): see shared/notes/machine.md, "Tests that stop or restart an
+// engine".
+package privengine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math/big"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+	"github.com/cri-compose/cri-compose/test/daemon"
+	"github.com/cri-compose/cri-compose/test/images"
+)
+
+// Engine is a Docker engine of the test's own, beside the
+// machine's (which is never restarted: other tests share it). It runs in a
+// network namespace of its own, so nothing it does to links, addresses,
+// routes or iptables can reach the machine's: dockerd 20.10 restarted
+// with --default-address-pool and without --live-restore deletes the
+// interface named docker0, whatever --bridge says, which on the host
+// would break the machine's engine. Inside, it gets a bridge of its own,
+// no iptables rules, no masquerading, addresses in 10.123.0.0/16, and its
+// cgroups live under a parent of their own.
+type Engine struct {
+	t      *testing.T
+	dir    string
+	sock   string
+	netns  string
+	bridge string
+	subnet string // a /24 for the pod network
+
+	opts   Options
+	linkIP string // the namespace's end of the link to the host (Options.Link)
+
+	cmd    *exec.Cmd
+	exited chan struct{}
+	starts int
+}
+
+// Options are how a private engine runs.
+type Options struct {
+	LiveRestore bool
+	// Link joins the namespace to the host with a veth pair (a /30 in
+	// 10.124.0.0/16), so that a TCP listener of the engine (Args) is
+	// reachable from the host at LinkIP.
+	Link bool
+	// Args are more dockerd flags, given at every start (e.g. a TLS
+	// listener: --host tcp://LINKIP:PORT --tlsverify ...). A func, as
+	// they may depend on LinkIP.
+	Args func(e *Engine) []string
+}
+
+// Start starts dockerd on a temp dir in a network namespace
+// of its own, or skips t where that cannot be done (not root, no dockerd,
+// ip or nsenter).
+func Start(t *testing.T, opts Options) *Engine {
+	t.Helper()
+	if os.Getuid() != 0 {
+		images.SkipOrFail(t, "a private Docker engine needs root")
+	}
+	for _, bin := range []string{"dockerd", "ip", "nsenter"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			images.SkipOrFail(t, "a private Docker engine needs %s: %v", bin, err)
+		}
+	}
+	dir, err := os.MkdirTemp("", "ccde-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	name := hex.EncodeToString(b)
+	e := &Engine{t: t, dir: dir, sock: filepath.Join(dir, "docker.sock"), netns: "ccde-" + name, bridge: "ccbr-" + name}
+	docker0, mtu := addrOf("docker0")
+	t.Cleanup(func() {
+		e.destroy()
+		checkDocker0(t, docker0, mtu)
+	})
+	if out, err := exec.Command("ip", "netns", "add", e.netns).CombinedOutput(); err != nil {
+		t.Fatalf("network namespace %s: %v\n%s", e.netns, err, out)
+	}
+	r, _ := rand.Int(rand.Reader, big.NewInt(250))
+	third := int(r.Int64()) + 2
+	if out, err := exec.Command("sh", "-c", fmt.Sprintf(
+		"ip -n %[1]s link set lo up && ip -n %[1]s link add %[2]s type bridge && ip -n %[1]s addr add 10.123.%[3]d.1/24 dev %[2]s && ip -n %[1]s link set %[2]s up",
+		e.netns, e.bridge, third)).CombinedOutput(); err != nil {
+		t.Fatalf("bridge %s: %v\n%s", e.bridge, err, out)
+	}
+	e.subnet = fmt.Sprintf("10.123.%d.0/24", third%250+3)
+	e.opts = opts
+	if opts.Link {
+		host, ns := "ccvh-"+name, "ccvn-"+name
+		e.linkIP = fmt.Sprintf("10.124.%d.2", third)
+		// The pair goes with the namespace (destroy): deleting one end
+		// deletes the other.
+		if out, err := exec.Command("sh", "-c", fmt.Sprintf(
+			"ip link add %[1]s type veth peer name %[2]s netns %[3]s && ip addr add 10.124.%[4]d.1/30 dev %[1]s && ip link set %[1]s up && ip -n %[3]s addr add %[5]s/30 dev %[2]s && ip -n %[3]s link set %[2]s up",
+			host, ns, e.netns, third, e.linkIP)).CombinedOutput(); err != nil {
+			t.Fatalf("link to %s: %v\n%s", e.netns, err, out)
+		}
+	}
+	e.StartDaemon(opts.LiveRestore)
+	return e
+}
+
+// addrOf is the IPv4 address (with prefix) and MTU of a host interface,
+// or "" when it does not exist.
+func addrOf(dev string) (addr, mtu string) {
+	out, err := exec.Command("ip", "-4", "-o", "addr", "show", "dev", dev).Output()
+	if err != nil {
+		return "", ""
+	}
+	f := strings.Fields(string(out))
+	for i, w := range f {
+		if w == "inet" && i+1 < len(f) {
+			addr = f[i+1]
+		}
+	}
+	out, _ = exec.Command("ip", "-o", "link", "show", "dev", dev).Output()
+	f = strings.Fields(string(out))
+	for i, w := range f {
+		if w == "mtu" && i+1 < len(f) {
+			mtu = f[i+1]
+		}
+	}
+	return addr, mtu
+}
+
+// checkDocker0 fails t when the host's docker0 is no longer what it was,
+// and puts it back if it is gone (the machine's engine needs it).
+func checkDocker0(t *testing.T, addr, mtu string) {
+	if addr == "" {
+		return
+	}
+	now, _ := addrOf("docker0")
+	if now == addr {
+		return
+	}
+	t.Errorf("the host's docker0 changed during the test: %q, was %q", now, addr)
+	if now == "" {
+		cmd := fmt.Sprintf("ip link add docker0 type bridge 2>/dev/null; ip addr add %s dev docker0; ip link set docker0 mtu %s up", addr, mtu)
+		out, err := exec.Command("sh", "-c", cmd).CombinedOutput()
+		t.Logf("restored docker0 (%s): %v %s", cmd, err, out)
+	}
+}
+
+// Host is the engine's unix socket endpoint.
+func (e *Engine) Host() string { return "unix://" + e.sock }
+
+// Sock is the path of the engine's unix socket.
+func (e *Engine) Sock() string { return e.sock }
+
+// Dir is the engine's folder (data, exec root, logs); tests may keep
+// their own files there.
+func (e *Engine) Dir() string { return e.dir }
+
+// Subnet is a /24 for a pod network on this engine.
+func (e *Engine) Subnet() string { return e.subnet }
+
+// LinkIP is the engine's address on the link to the host (Options.Link).
+func (e *Engine) LinkIP() string { return e.linkIP }
+
+// StartDaemon runs dockerd and waits until it answers.
+func (e *Engine) StartDaemon(liveRestore bool) {
+	e.t.Helper()
+	e.starts++
+	logf, err := os.Create(filepath.Join(e.dir, fmt.Sprintf("dockerd.%d.log", e.starts)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	// Its own (empty) config file: the machine's /etc/docker/daemon.json
+	// would clash with these flags, or change the machine's engine's setup.
+	cfgFile := filepath.Join(e.dir, "daemon.json")
+	if err := os.WriteFile(cfgFile, []byte("{}\n"), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	args := []string{
+		"--config-file", cfgFile,
+		"--host", e.Host(),
+		"--data-root", filepath.Join(e.dir, "data"),
+		"--exec-root", filepath.Join(e.dir, "exec"),
+		"--pidfile", filepath.Join(e.dir, "docker.pid"),
+		"--bridge", e.bridge,
+		"--iptables=false", "--ip-masq=false", "--ip-forward=false", "--ip6tables=false",
+		"--default-address-pool", "base=10.123.0.0/16,size=24",
+		"--storage-driver", "vfs",
+		"--cgroup-parent", "/" + e.bridge,
+		"--userland-proxy=false",
+		"--log-level", "warn",
+		"--live-restore=" + strconv.FormatBool(liveRestore),
+	}
+	if e.opts.Args != nil {
+		args = append(args, e.opts.Args(e)...)
+	}
+	// nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroups.
+	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + e.netns, "dockerd"}, args...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// If the test process dies, dockerd stops (and cleans up) too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		e.t.Fatalf("dockerd: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	e.cmd, e.exited = cmd, exited
+	c, err := dockerapi.New(e.Host())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer c.Close()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := c.Ping(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-exited:
+			e.t.Fatalf("private dockerd exited at start: %v\n%s", cmd.ProcessState, e.Log())
+		default:
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("private dockerd does not answer after 60s: %v\n%s", err, e.Log())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Log is the current (or last) run's dockerd log.
+func (e *Engine) Log() string {
+	b, _ := os.ReadFile(filepath.Join(e.dir, fmt.Sprintf("dockerd.%d.log", e.starts)))
+	return string(b)
+}
+
+// Stop ends dockerd with SIGTERM, as `systemctl restart docker` does.
+func (e *Engine) Stop() {
+	if e.cmd == nil {
+		return
+	}
+	_ = e.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-e.exited:
+	case <-time.After(60 * time.Second):
+		_ = e.cmd.Process.Kill()
+		<-e.exited
+		e.t.Errorf("private dockerd did not stop within 60s of SIGTERM")
+	}
+	e.cmd = nil
+}
+
+// destroy removes every container and network of the engine, stops it,
+// and removes its folder and bridge.
+func (e *Engine) destroy() {
+	if e.cmd != nil {
+		eng := daemon.NewEngine(e.t, e.Host())
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		list, _ := eng.ContainerList(ctx)
+		for _, c := range list {
+			_ = eng.ContainerRemove(ctx, c.ID)
+		}
+		for _, n := range e.networks(ctx) {
+			_ = eng.NetworkRemove(ctx, n)
+		}
+		cancel()
+		e.Stop()
+	}
+	// vfs layers and shm mounts are gone once dockerd stopped; anything
+	// still mounted below dir is unmounted first.
+	if out, err := exec.Command("sh", "-c", "grep -o ' "+e.dir+"[^ ]*' /proc/self/mounts | sort -r | xargs -r -n1 umount -l").CombinedOutput(); err != nil {
+		e.t.Logf("unmount below %s: %v %s", e.dir, err, out)
+	}
+	if err := os.RemoveAll(e.dir); err != nil {
+		e.t.Logf("remove %s: %v", e.dir, err)
+	}
+	// The (empty) cgroups under its parent.
+	if out, err := exec.Command("sh", "-c", "for d in /sys/fs/cgroup/*/"+e.bridge+" /sys/fs/cgroup/"+e.bridge+"; do [ -d \"$d\" ] && find \"$d\" -depth -type d -exec rmdir {} +; done; true").CombinedOutput(); err != nil {
+		e.t.Logf("remove cgroups %s: %v %s", e.bridge, err, out)
+	}
+	// Its bridges and the pod network's go with the namespace.
+	if out, err := exec.Command("ip", "netns", "del", e.netns).CombinedOutput(); err != nil {
+		e.t.Errorf("remove network namespace %s: %v %s", e.netns, err, out)
+	}
+}
+
+// networks are the names of the engine's own networks (not the defaults).
+func (e *Engine) networks(ctx context.Context) []string {
+	out, _ := exec.CommandContext(ctx, "docker", "-H", e.Host(), "network", "ls", "--format", "{{.Name}}").Output()
+	var names []string
+	for _, n := range strings.Fields(string(out)) {
+		if n != "bridge" && n != "host" && n != "none" {
+			names = append(names, n)
+		}
+	}
+	return names
+}

@@ -1,0 +1,418 @@
+// Package remote tests cri-compose against a Docker engine on "another
+// host" (issue 6), with real parts on one machine: a private engine in
+// its own network namespace (so its pod network is not reachable from
+// here, as on a real remote host), reached over ssh:// through Debian's
+// sshd on 127.0.0.1 and over tcp:// with mutual TLS on a veth link, by the
+// built cri-compose binary, which stages host-path mounts (--stage-mounts
+// auto) and forwards ports through the engine.
+//
+// `make test-remote` runs it (about two minutes; root, dockerd, ip,
+// nsenter and /usr/sbin/sshd needed, else skipped, or failed under CI).
+package remote
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/transport/spdy"
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-compose/cri-compose/pkg/sandbox"
+	"github.com/cri-compose/cri-compose/test/daemon"
+	"github.com/cri-compose/cri-compose/test/images"
+)
+
+func TestMain(m *testing.M) { os.Exit(daemon.Main(m)) }
+
+// image is the busybox image the pods run, loaded into the private engine.
+const image = "localhost/cri-compose/test-busybox:remote"
+
+// kube drives one cri-compose over one endpoint, as kubelet would.
+type kube struct {
+	t   *testing.T
+	h   *host
+	d   *daemon.Daemon
+	eng *daemon.Engine // the private engine over its socket, to check it
+	ctx context.Context
+	ns  string
+}
+
+var nsSeq struct {
+	sync.Mutex
+	n int
+}
+
+// newKube starts cri-compose on endpoint (with args) against h's engine.
+func newKube(t testing.TB, h *host, endpoint string, args ...string) *kube {
+	t.Helper()
+	eng := daemon.NewEngine(t, h.pe.Host())
+	images.NeedBusybox(t, eng.Client, image)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	nsSeq.Lock()
+	nsSeq.n++
+	ns := fmt.Sprintf("remote-%s-%d", daemon.RunID, nsSeq.n)
+	nsSeq.Unlock()
+	// One pod network for every run on this engine (one subnet); the
+	// engine goes at the end of the test with everything in it.
+	network := "ccr-" + daemon.RunID
+	t.Cleanup(func() {
+		defer cancel()
+		if left := eng.Sweep(ns, ""); len(left) > 0 {
+			t.Logf("cleanup removed containers the test left: %v", left)
+		}
+	})
+	d := daemon.New(t, daemon.Config{DockerHost: endpoint, Network: network, NetworkSubnet: h.pe.Subnet(), Args: args})
+	d.Start()
+	tt, _ := t.(*testing.T)
+	return &kube{t: tt, h: h, d: d, eng: eng, ctx: ctx, ns: ns}
+}
+
+func sshArgs(h *host) []string {
+	return []string{"--ssh-known-hosts", h.knownHost, "--ssh-identity-file", h.identity}
+}
+
+// TestRemote runs the remote-host scenario over tcp+TLS and over ssh, then
+// the faults over ssh: the tunnel dropped, the engine stopped.
+func TestRemote(t *testing.T) {
+	h := newHost(t)
+	t.Run("refusals", func(t *testing.T) { refusals(t, h) })
+	t.Run("tls", func(t *testing.T) {
+		k := newKube(t, h, h.tlsURL, "--docker-cert-path", h.clientDir)
+		k.scenario()
+	})
+	t.Run("ssh", func(t *testing.T) {
+		k := newKube(t, h, h.sshURL, sshArgs(h)...)
+		k.scenario()
+		k.tunnelDrop()
+		k.engineAway()
+	})
+}
+
+// scenario: a pod with a staged folder and file mount, its log, exec, an
+// update of the folder seen in the pod, a port-forward to busybox httpd,
+// and the staged volumes gone with the pod.
+func (k *kube) scenario() {
+	t := k.t
+	start := time.Now()
+	src := t.TempDir()
+	cfgDir := filepath.Join(src, "config") // as vk-cri writes a configMap volume
+	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeAtomic(t, filepath.Join(cfgDir, "greeting"), "hello")
+	one := filepath.Join(src, "one.txt")
+	writeAtomic(t, one, "one")
+
+	pod := k.podConfig("web")
+	id := k.run(pod)
+	ctr := &runtime.ContainerConfig{
+		Metadata: &runtime.ContainerMetadata{Name: "web"},
+		Image:    &runtime.ImageSpec{Image: image},
+		Command: []string{"sh", "-c", "echo started web; mkdir -p /www && echo hello-from-pod > /www/index.html && exec httpd -f -p 8080 -h /www"},
+		LogPath: "web/0.log",
+		Mounts: []*runtime.Mount{
+			{ContainerPath: "/etc/cfg", HostPath: cfgDir, Readonly: true},
+			{ContainerPath: "/etc/one.txt", HostPath: one, Readonly: true},
+		},
+	}
+	c := k.create(id, pod, ctr)
+	k.start(c)
+	waitLog(t, filepath.Join(pod.GetLogDirectory(), "web", "0.log"), "stdout F started web", 20*time.Second)
+	if got := k.exec(c, "cat", "/etc/cfg/greeting"); got != "hello" {
+		t.Errorf("staged folder: /etc/cfg/greeting holds %q, want hello", got)
+	}
+	if got := k.exec(c, "cat", "/etc/one.txt"); got != "one" {
+		t.Errorf("staged file: /etc/one.txt holds %q, want one", got)
+	}
+	writeAtomic(t, filepath.Join(cfgDir, "greeting"), "bye")
+	k.waitExec(c, "bye", 20*time.Second, "cat", "/etc/cfg/greeting")
+
+	if got := k.forwardGet(id, 8080); got != "hello-from-pod\n" {
+		t.Errorf("GET through port-forward: %q, want hello-from-pod", got)
+	}
+
+	project := sandbox.ProjectName(pod.GetMetadata())
+	vols, err := k.eng.VolumeList(k.ctx, "io.cri-compose.stage.project="+project)
+	if err != nil || len(vols) != 1 {
+		t.Errorf("staged volumes of %s: %v (%v), want one (the folder)", project, vols, err)
+	}
+	k.removePod(id)
+	if vols, err := k.eng.VolumeList(k.ctx, "io.cri-compose.stage.project="+project); err != nil || len(vols) != 0 {
+		t.Errorf("staged volumes after RemovePodSandbox: %v (%v), want none", vols, err)
+	}
+	if list, _ := k.eng.ContainerList(k.ctx, "io.cri-compose.stage.helper"); len(list) != 0 {
+		t.Errorf("staging containers left: %d", len(list))
+	}
+	t.Logf("scenario over %s: %v", k.d.Cfg.DockerHost, time.Since(start).Round(time.Millisecond))
+}
+
+// tunnelDrop kills sshd and its connections: cri-compose reports the
+// runtime not ready and answers Unavailable; sshd back, it reconnects by
+// itself and the running pod is reachable again.
+func (k *kube) tunnelDrop() {
+	t := k.t
+	pod := k.podConfig("drop")
+	id := k.run(pod)
+	c := k.create(id, pod, sleeper("app"))
+	k.start(c)
+	pid := k.d.Pid()
+
+	t0 := time.Now()
+	k.h.sshd.stop()
+	k.waitReady(false, 30*time.Second)
+	t.Logf("tunnel dropped: not ready after %v", time.Since(t0).Round(time.Millisecond))
+	_, err := k.d.RT.RunPodSandbox(k.ctx, &runtime.RunPodSandboxRequest{Config: k.podConfig("never")})
+	if code := status.Code(err); code != codes.Unavailable {
+		t.Errorf("RunPodSandbox without the tunnel: %v (%v), want Unavailable", code, err)
+	}
+	_, err = k.d.RT.ExecSync(k.ctx, &runtime.ExecSyncRequest{ContainerId: c, Cmd: []string{"true"}, Timeout: 10})
+	if code := status.Code(err); code != codes.Unavailable {
+		t.Errorf("ExecSync without the tunnel: %v (%v), want Unavailable", code, err)
+	}
+	t1 := time.Now()
+	k.h.sshd.start()
+	k.waitReady(true, 30*time.Second)
+	t.Logf("tunnel back: ready after %v", time.Since(t1).Round(time.Millisecond))
+	if got := k.exec(c, "echo", "again"); got != "again" {
+		t.Errorf("exec after the tunnel came back: %q", got)
+	}
+	if k.d.Pid() != pid {
+		t.Fatalf("cri-compose was restarted (pid %d, now %d)", pid, k.d.Pid())
+	}
+	k.removePod(id)
+}
+
+// engineAway stops the private engine: not ready and Unavailable; started
+// again, cri-compose recovers without a restart and runs a new pod.
+func (k *kube) engineAway() {
+	t := k.t
+	pid := k.d.Pid()
+	k.h.pe.Stop()
+	k.waitReady(false, 30*time.Second)
+	_, err := k.d.RT.RunPodSandbox(k.ctx, &runtime.RunPodSandboxRequest{Config: k.podConfig("never2")})
+	if code := status.Code(err); code != codes.Unavailable {
+		t.Errorf("RunPodSandbox with the engine stopped: %v (%v), want Unavailable", code, err)
+	}
+	t0 := time.Now()
+	k.h.pe.StartDaemon(false)
+	k.waitReady(true, 60*time.Second)
+	t.Logf("engine back: ready after %v", time.Since(t0).Round(time.Millisecond))
+	pod := k.podConfig("after")
+	id := k.run(pod)
+	c := k.create(id, pod, sleeper("app"))
+	k.start(c)
+	if got := k.exec(c, "echo", "back"); got != "back" {
+		t.Errorf("exec in a pod made after the engine came back: %q", got)
+	}
+	if k.d.Pid() != pid {
+		t.Fatalf("cri-compose was restarted (pid %d, now %d)", pid, k.d.Pid())
+	}
+	k.removePod(id)
+}
+
+func sleeper(name string) *runtime.ContainerConfig {
+	return &runtime.ContainerConfig{
+		Metadata: &runtime.ContainerMetadata{Name: name},
+		Image:    &runtime.ImageSpec{Image: image},
+		Command:  []string{"sh", "-c", "echo started " + name + "; exec sleep 3600"},
+		LogPath:  name + "/0.log",
+	}
+}
+
+// writeAtomic replaces path's content by a rename, as kubelet's and
+// vk-cri's atomic writer do.
+func writeAtomic(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (k *kube) podConfig(name string) *runtime.PodSandboxConfig {
+	logDir := filepath.Join(k.d.LogDir, k.ns+"_"+name)
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		k.t.Fatal(err)
+	}
+	return &runtime.PodSandboxConfig{
+		Metadata:     &runtime.PodSandboxMetadata{Name: name, Namespace: k.ns, Uid: "uid-" + k.ns + "-" + name},
+		Hostname:     name,
+		LogDirectory: logDir,
+		DnsConfig:    &runtime.DNSConfig{Servers: []string{"10.96.0.10"}, Searches: []string{"svc.cluster.local"}, Options: []string{"ndots:5"}},
+	}
+}
+
+func (k *kube) run(pod *runtime.PodSandboxConfig) string {
+	k.t.Helper()
+	r, err := k.d.RT.RunPodSandbox(k.ctx, &runtime.RunPodSandboxRequest{Config: pod})
+	if err != nil {
+		k.t.Fatalf("RunPodSandbox %s: %v\n%s", pod.GetMetadata().GetName(), err, k.d.LogTail(30))
+	}
+	return r.GetPodSandboxId()
+}
+
+func (k *kube) create(podID string, pod *runtime.PodSandboxConfig, ctr *runtime.ContainerConfig) string {
+	k.t.Helper()
+	r, err := k.d.RT.CreateContainer(k.ctx, &runtime.CreateContainerRequest{PodSandboxId: podID, Config: ctr, SandboxConfig: pod})
+	if err != nil {
+		k.t.Fatalf("CreateContainer %s: %v\n%s", ctr.GetMetadata().GetName(), err, k.d.LogTail(30))
+	}
+	return r.GetContainerId()
+}
+
+func (k *kube) start(id string) {
+	k.t.Helper()
+	if _, err := k.d.RT.StartContainer(k.ctx, &runtime.StartContainerRequest{ContainerId: id}); err != nil {
+		k.t.Fatalf("StartContainer %s: %v\n%s", id, err, k.d.LogTail(30))
+	}
+}
+
+func (k *kube) removePod(id string) {
+	k.t.Helper()
+	if _, err := k.d.RT.StopPodSandbox(k.ctx, &runtime.StopPodSandboxRequest{PodSandboxId: id}); err != nil {
+		k.t.Fatalf("StopPodSandbox: %v", err)
+	}
+	if _, err := k.d.RT.RemovePodSandbox(k.ctx, &runtime.RemovePodSandboxRequest{PodSandboxId: id}); err != nil {
+		k.t.Fatalf("RemovePodSandbox: %v", err)
+	}
+}
+
+// exec runs cmd in the container and returns its trimmed stdout.
+func (k *kube) exec(id string, cmd ...string) string {
+	k.t.Helper()
+	r, err := k.d.RT.ExecSync(k.ctx, &runtime.ExecSyncRequest{ContainerId: id, Cmd: cmd, Timeout: 20})
+	if err != nil {
+		k.t.Fatalf("ExecSync %v: %v", cmd, err)
+	}
+	if r.GetExitCode() != 0 {
+		k.t.Errorf("ExecSync %v: exit %d, stderr %q", cmd, r.GetExitCode(), r.GetStderr())
+	}
+	return strings.TrimSpace(string(r.GetStdout()))
+}
+
+// waitExec runs cmd until its output is want.
+func (k *kube) waitExec(id, want string, timeout time.Duration, cmd ...string) {
+	k.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		got := k.exec(id, cmd...)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			k.t.Fatalf("%v still prints %q after %v, want %q", cmd, got, timeout, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (k *kube) waitReady(want bool, timeout time.Duration) {
+	k.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, why := k.d.Ready()
+		if ok == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			k.t.Fatalf("Status RuntimeReady still %v after %v (%s)\n%s", ok, timeout, why, k.d.LogTail(30))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// forwardGet forwards a local port to port of the pod with client-go's
+// forwarder (as kubectl port-forward does) and GETs /index.html.
+func (k *kube) forwardGet(podID string, port int32) string {
+	t := k.t
+	t.Helper()
+	resp, err := k.d.RT.PortForward(k.ctx, &runtime.PortForwardRequest{PodSandboxId: podID, Port: []int32{port}})
+	if err != nil {
+		t.Fatalf("PortForward: %v", err)
+	}
+	u, err := url.Parse(resp.GetUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, up, err := spdy.RoundTripperFor(&rest.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialer := spdy.NewDialer(up, &http.Client{Transport: tr}, http.MethodPost, u)
+	stop, ready := make(chan struct{}), make(chan struct{})
+	pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(int(port))}, stop, ready, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- pf.ForwardPorts() }()
+	defer func() {
+		close(stop)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Error("ForwardPorts still running 20s after its stop")
+		}
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("ForwardPorts: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("port forward not ready after 20s")
+	}
+	ports, err := pf.GetPorts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	// httpd may still be starting: the first GETs can be refused.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/index.html", ports[0].Local))
+		if err == nil {
+			b, err := io.ReadAll(r.Body)
+			r.Body.Close()
+			if err == nil && r.StatusCode == http.StatusOK {
+				return string(b)
+			}
+			t.Fatalf("GET through the forward: %s %q %v", r.Status, b, err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET through the forward: %v\n%s", err, k.d.LogTail(20))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func waitLog(t *testing.T, path, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		b, _ := os.ReadFile(path)
+		if strings.Contains(string(b), want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v the log %s still lacks %q; it holds:\n%s", timeout, path, want, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
