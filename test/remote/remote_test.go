@@ -122,8 +122,8 @@ func (k *kube) scenario() {
 	ctr := &runtime.ContainerConfig{
 		Metadata: &runtime.ContainerMetadata{Name: "web"},
 		Image:    &runtime.ImageSpec{Image: image},
-		Command: []string{"sh", "-c", "echo started web; mkdir -p /www && echo hello-from-pod > /www/index.html && exec httpd -f -p 8080 -h /www"},
-		LogPath: "web/0.log",
+		Command:  []string{"sh", "-c", "echo started web; mkdir -p /www && echo hello-from-pod > /www/index.html && exec httpd -f -p 8080 -h /www"},
+		LogPath:  "web/0.log",
 		Mounts: []*runtime.Mount{
 			{ContainerPath: "/etc/cfg", HostPath: cfgDir, Readonly: true},
 			{ContainerPath: "/etc/one.txt", HostPath: one, Readonly: true},
