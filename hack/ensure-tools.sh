@@ -6,6 +6,7 @@ set -euo pipefail
 
 missing=()
 [ -x /bin/busybox ] || missing+=(busybox-static)
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server) # test/remote: the ssh:// host
 
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
