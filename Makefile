@@ -28,6 +28,7 @@ help:
 	@echo 'make soak      200 pods churned for 10 minutes, streaming URL expiry, longer fuzz'
 	@echo 'make bench     the benchmarks (test/bench; about 15 minutes; BENCHMARKS.md)'
 	@echo 'make bench-smoke  the same benchmarks, small (a few minutes)'
+	@echo 'make bench-remote pod start over ssh, tcp+TLS and the local socket of one engine'
 	@echo 'make pause     rebuild pkg/pause/pause.bin from cmd/pause (commit the result)'
 	@echo 'make install   binaries, systemd units, example configs (PREFIX=$(PREFIX), DESTDIR=)'
 	@echo 'make verify-install  install into a temp DESTDIR and systemd-analyze verify the units'
@@ -102,6 +103,12 @@ bench: ensure-docker ensure-tools
 
 bench-smoke: ensure-docker ensure-tools
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/bench -args $(BENCH_SMOKE_FLAGS) $(BENCH_FLAGS)
+
+# Pod start over ssh://, tcp+TLS and the local socket of one private engine
+# (test/remote, issue 6): the ratio is the cost of a remote endpoint.
+.PHONY: bench-remote
+bench-remote: ensure-docker ensure-tools
+	$(GO) test -run '^$$' -bench BenchmarkPodStart -benchtime 10x -timeout 20m ./test/remote
 
 clean:
 	rm -rf bin/

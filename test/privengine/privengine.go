@@ -35,7 +35,7 @@ import (
 // no iptables rules, no masquerading, addresses in 10.123.0.0/16, and its
 // cgroups live under a parent of their own.
 type Engine struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	sock   string
 	netns  string
@@ -66,7 +66,7 @@ type Options struct {
 // Start starts dockerd on a temp dir in a network namespace
 // of its own, or skips t where that cannot be done (not root, no dockerd,
 // ip or nsenter).
-func Start(t *testing.T, opts Options) *Engine {
+func Start(t testing.TB, opts Options) *Engine {
 	t.Helper()
 	if os.Getuid() != 0 {
 		images.SkipOrFail(t, "a private Docker engine needs root")
@@ -141,7 +141,7 @@ func addrOf(dev string) (addr, mtu string) {
 
 // checkDocker0 fails t when the host's docker0 is no longer what it was,
 // and puts it back if it is gone (the machine's engine needs it).
-func checkDocker0(t *testing.T, addr, mtu string) {
+func checkDocker0(t testing.TB, addr, mtu string) {
 	if addr == "" {
 		return
 	}

@@ -53,7 +53,7 @@ type host struct {
 
 // newHost starts the private engine (with a TLS listener) and an sshd
 // that reaches its socket.
-func newHost(t *testing.T) *host {
+func newHost(t testing.TB) *host {
 	t.Helper()
 	if _, err := os.Stat("/usr/sbin/sshd"); err != nil {
 		images.SkipOrFail(t, "no sshd (apt-get install openssh-server): %v", err)
@@ -93,7 +93,7 @@ func newHost(t *testing.T) *host {
 	return h
 }
 
-func newCA(t *testing.T, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
+func newCA(t testing.TB, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -114,7 +114,7 @@ func newCA(t *testing.T, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
 }
 
 // issue writes dir/cert.pem and dir/key.pem, signed by ca.
-func issue(t *testing.T, dir, cn string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, ips []net.IP, usage x509.ExtKeyUsage) {
+func issue(t testing.TB, dir, cn string, ca *x509.Certificate, caKey *ecdsa.PrivateKey, ips []net.IP, usage x509.ExtKeyUsage) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -136,7 +136,7 @@ func issue(t *testing.T, dir, cn string, ca *x509.Certificate, caKey *ecdsa.Priv
 	writePEM(t, filepath.Join(dir, "key.pem"), "EC PRIVATE KEY", kb)
 }
 
-func writePEM(t *testing.T, path, typ string, der []byte) {
+func writePEM(t testing.TB, path, typ string, der []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 // sshd is Debian's OpenSSH server on 127.0.0.1 with its own config, host
 // key and authorized key: nothing of the machine's ssh setup is used.
 type sshd struct {
-	t          *testing.T
+	t          testing.TB
 	dir        string
 	port       int
 	knownHosts string // a known_hosts file with its host key
@@ -155,7 +155,7 @@ type sshd struct {
 	exited     chan struct{}
 }
 
-func startSSHD(t *testing.T, dir string) *sshd {
+func startSSHD(t testing.TB, dir string) *sshd {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
@@ -201,7 +201,7 @@ LogLevel VERBOSE
 
 // writeKey makes an ed25519 key, writes its private half (OpenSSH PEM)
 // to path and returns the public half.
-func writeKey(t *testing.T, path string) ssh.PublicKey {
+func writeKey(t testing.TB, path string) ssh.PublicKey {
 	t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -221,7 +221,7 @@ func writeKey(t *testing.T, path string) ssh.PublicKey {
 	return p
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -43,7 +43,7 @@ const image = "localhost/cri-compose/test-busybox:remote"
 
 // kube drives one cri-compose over one endpoint, as kubelet would.
 type kube struct {
-	t   *testing.T
+	t   testing.TB
 	h   *host
 	d   *daemon.Daemon
 	eng *daemon.Engine // the private engine over its socket, to check it
@@ -77,8 +77,7 @@ func newKube(t testing.TB, h *host, endpoint string, args ...string) *kube {
 	})
 	d := daemon.New(t, daemon.Config{DockerHost: endpoint, Network: network, NetworkSubnet: h.pe.Subnet(), Args: args})
 	d.Start()
-	tt, _ := t.(*testing.T)
-	return &kube{t: tt, h: h, d: d, eng: eng, ctx: ctx, ns: ns}
+	return &kube{t: t, h: h, d: d, eng: eng, ctx: ctx, ns: ns}
 }
 
 func sshArgs(h *host) []string {
@@ -235,7 +234,7 @@ func sleeper(name string) *runtime.ContainerConfig {
 
 // writeAtomic replaces path's content by a rename, as kubelet's and
 // vk-cri's atomic writer do.
-func writeAtomic(t *testing.T, path, content string) {
+func writeAtomic(t testing.TB, path, content string) {
 	t.Helper()
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
@@ -402,7 +401,7 @@ func (k *kube) forwardGet(podID string, port int32) string {
 	}
 }
 
-func waitLog(t *testing.T, path, want string, timeout time.Duration) {
+func waitLog(t testing.TB, path, want string, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
