@@ -160,7 +160,7 @@ func run() error {
 		func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
 			p, err := vk.New(ctx, vk.Config{
 				NodeName: o.nodeName, NodeIPs: []string{nodeIP}, StateDir: stateDir, Runtime: rt,
-				Client: client, ConfigMaps: pc.ConfigMaps, Secrets: pc.Secrets,
+				Client: client, ConfigMaps: pc.ConfigMaps, Secrets: pc.Secrets, Services: pc.Services,
 				DNS:          vk.DNS{ClusterDNS: dnsServers, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf},
 				ResyncPeriod: o.resync,
 			})
@@ -173,6 +173,11 @@ func run() error {
 			return p, p, nil
 		},
 		nodeutil.WithClient(client),
+		// The provider gets only listers; the informers behind them tell
+		// it when a mounted configMap or secret changes.
+		nodeutil.WithPodControllerConfigOverrides(func(pc *node.PodControllerConfig) error {
+			return provider.WatchObjects(pc.ConfigMapInformer.Informer(), pc.SecretInformer.Informer())
+		}),
 		func(c *nodeutil.NodeConfig) error {
 			c.HTTPListenAddr = listen
 			c.TLSConfig = tlsCfg

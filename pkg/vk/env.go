@@ -20,9 +20,15 @@ type podIPs struct {
 
 // makeEnv resolves a container's environment as kubelet does: envFrom
 // first (configMaps and secrets, with prefix), then env in order, each
-// value expanded with $(VAR) against what came before. A missing object or
-// key that is not optional is an error wrapping errNotFound.
+// value expanded with $(VAR) against what came before and the service
+// links, then the service links the container did not set itself. A
+// missing object or key that is not optional is an error wrapping
+// errNotFound.
 func makeEnv(pod *v1.Pod, c *v1.Container, ips podIPs, src objectSource) ([]*runtimeapi.KeyValue, error) {
+	svcEnv, err := serviceLinkEnv(pod, src)
+	if err != nil {
+		return nil, err
+	}
 	env := map[string]string{}
 	var order []string
 	set := func(k, v string) {
@@ -65,7 +71,7 @@ func makeEnv(pod *v1.Pod, c *v1.Container, ips podIPs, src objectSource) ([]*run
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom == nil {
-			set(e.Name, expand(e.Value, env))
+			set(e.Name, expandWith(e.Value, env, svcEnv))
 			continue
 		}
 		v, ok, err := envValueFrom(pod, c, e.ValueFrom, ips, src)
@@ -76,9 +82,14 @@ func makeEnv(pod *v1.Pod, c *v1.Container, ips podIPs, src objectSource) ([]*run
 			set(e.Name, v)
 		}
 	}
-	kv := make([]*runtimeapi.KeyValue, 0, len(order))
+	kv := make([]*runtimeapi.KeyValue, 0, len(order)+len(svcEnv))
 	for _, k := range order {
 		kv = append(kv, &runtimeapi.KeyValue{Key: k, Value: []byte(env[k])})
+	}
+	for k, v := range sortedMap(svcEnv) {
+		if _, ok := env[k]; !ok {
+			kv = append(kv, &runtimeapi.KeyValue{Key: k, Value: []byte(v)})
+		}
 	}
 	return kv, nil
 }
@@ -91,7 +102,7 @@ func envValueFrom(pod *v1.Pod, c *v1.Container, from *v1.EnvVarSource, ips podIP
 		v, err := podFieldValue(pod, from.FieldRef.FieldPath, c.Name, &ips)
 		return v, err == nil, err
 	case from.ResourceFieldRef != nil:
-		v, err := resourceFieldValue(pod, c.Name, from.ResourceFieldRef)
+		v, err := resourceFieldValue(pod, c.Name, from.ResourceFieldRef, allocatableOf(src))
 		return v, err == nil, err
 	case from.ConfigMapKeyRef != nil:
 		ref := from.ConfigMapKeyRef
@@ -193,7 +204,10 @@ func subscript(path, prefix string) (string, bool) {
 // expand replaces $(VAR) in s with env's value of VAR, as kubelet does
 // for env values, command and args: $$ is a literal $, and a reference to
 // an unknown variable stays as it is.
-func expand(s string, env map[string]string) string {
+func expand(s string, env map[string]string) string { return expandWith(s, env, nil) }
+
+// expandWith is expand looking up env first, then more.
+func expandWith(s string, env, more map[string]string) string {
 	if !strings.Contains(s, "$") {
 		return s
 	}
@@ -215,6 +229,8 @@ func expand(s string, env map[string]string) string {
 			}
 			name := s[i+2 : i+2+end]
 			if v, ok := env[name]; ok {
+				b.WriteString(v)
+			} else if v, ok := more[name]; ok {
 				b.WriteString(v)
 			} else {
 				b.WriteString(s[i : i+3+end])

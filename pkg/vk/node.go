@@ -72,6 +72,7 @@ func (p *Provider) ConfigureNode(ctx context.Context, n *v1.Node, nc NodeConfig)
 	}
 	n.Status.Capacity = capacity
 	n.Status.Allocatable = capacity.DeepCopy() // TODO(issue 7): reservations
+	p.setAllocatable(n.Status.Allocatable)
 	version := nc.Version
 	if version == "" {
 		version = "v0.0.0-vk-cri"

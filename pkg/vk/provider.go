@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -36,7 +37,10 @@ type Config struct {
 	Client     kubernetes.Interface
 	ConfigMaps corev1listers.ConfigMapLister
 	Secrets    corev1listers.SecretLister
-	DNS        DNS
+	// Services gives the containers' service link variables (none when
+	// nil).
+	Services corev1listers.ServiceLister
+	DNS      DNS
 	// ResyncPeriod wakes every pod worker this often whatever the events
 	// say (default 30 s).
 	ResyncPeriod time.Duration
@@ -90,7 +94,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	p := &Provider{
 		cfg: cfg, rt: cfg.Runtime, clock: cfg.Clock,
 		backoff:        newBackoff(cfg.Clock, backoffInitial, backoffMax),
-		objects:        &apiObjects{client: cfg.Client, configMaps: cfg.ConfigMaps, secrets: cfg.Secrets},
+		objects:        newAPIObjects(cfg),
 		runtimeName:    v.GetRuntimeName(),
 		runtimeVersion: v.GetRuntimeVersion(),
 		workers:        map[types.UID]*podWorker{},
@@ -238,6 +242,7 @@ func (p *Provider) forget(w *podWorker) {
 	defer p.mu.Unlock()
 	if p.workers[pod.UID] == w {
 		delete(p.workers, pod.UID)
+		forgetTokens(p.objects, pod.UID)
 	}
 	if p.byName[key(pod.Namespace, pod.Name)] == pod.UID {
 		delete(p.byName, key(pod.Namespace, pod.Name))
@@ -348,6 +353,10 @@ type apiObjects struct {
 	client     kubernetes.Interface
 	configMaps corev1listers.ConfigMapLister
 	secrets    corev1listers.SecretLister
+	// Set by newAPIObjects (volumes_objects.go).
+	serviceLister corev1listers.ServiceLister
+	tokens        *tokenManager
+	alloc         atomic.Pointer[v1.ResourceList]
 }
 
 func (o *apiObjects) configMap(ns, name string) (*v1.ConfigMap, error) {

@@ -1,7 +1,6 @@
 package vk
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"sort"
 	"strings"
 	"syscall"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -94,14 +92,21 @@ func setUpVolume(dir string, pod *v1.Pod, v *v1.Volume, src objectSource) (volum
 		p := path("secret")
 		return volume{hostPath: p, readOnly: true}, writeAtomic(p, files)
 	case v.DownwardAPI != nil:
-		files, err := downwardAPIFiles(pod, v.DownwardAPI)
+		files, err := downwardAPIFiles(pod, v.DownwardAPI, allocatableOf(src))
 		if err != nil {
 			return volume{}, err
 		}
 		p := path("downward-api")
 		return volume{hostPath: p, readOnly: true}, writeAtomic(p, files)
+	case v.Projected != nil:
+		files, err := projectedFiles(pod, v.Projected, src)
+		if err != nil {
+			return volume{}, err
+		}
+		p := path("projected")
+		return volume{hostPath: p, readOnly: true}, writeAtomic(p, files)
 	}
-	// TODO(issue 7): projected, persistentVolumeClaim, ephemeral, csi…
+	// TODO(issue 7): persistentVolumeClaim, ephemeral, csi…
 	return volume{}, fmt.Errorf("volume type not supported by vk-cri yet")
 }
 
@@ -170,7 +175,7 @@ func secretFiles(ns string, s *v1.SecretVolumeSource, src objectSource) (map[str
 	return keyFiles(sec.Data, s.Items, s.DefaultMode, optional, "secret "+ns+"/"+s.SecretName)
 }
 
-func downwardAPIFiles(pod *v1.Pod, s *v1.DownwardAPIVolumeSource) (map[string]file, error) {
+func downwardAPIFiles(pod *v1.Pod, s *v1.DownwardAPIVolumeSource, alloc v1.ResourceList) (map[string]file, error) {
 	files := make(map[string]file, len(s.Items))
 	for _, it := range s.Items {
 		var val string
@@ -182,7 +187,7 @@ func downwardAPIFiles(pod *v1.Pod, s *v1.DownwardAPIVolumeSource) (map[string]fi
 			}
 			val = v
 		case it.ResourceFieldRef != nil:
-			v, err := resourceFieldValue(pod, "", it.ResourceFieldRef)
+			v, err := resourceFieldValue(pod, "", it.ResourceFieldRef, alloc)
 			if err != nil {
 				return nil, err
 			}
@@ -213,11 +218,12 @@ func formatMap(m map[string]string) string {
 	return b.String()
 }
 
-// resourceFieldValue is a container's resource (limits.cpu, requests.memory
-// …) in the divisor's units, rounded up, as kubelet reports it. An unset
-// limit reads as the node's allocatable in kubelet; vk-cri reports 0 until
-// it knows the node here.
-func resourceFieldValue(pod *v1.Pod, containerName string, ref *v1.ResourceFieldSelector) (string, error) {
+// resourceFieldValue is a container's resource (limits.cpu,
+// requests.memory, limits.hugepages-2Mi …) in the divisor's units, rounded
+// up, as kubelet's fieldpath.ExtractContainerResourceValue reports it. An
+// unset cpu, memory or ephemeral-storage limit reads as the node's
+// allocatable (alloc), as kubelet defaults it for the downward API.
+func resourceFieldValue(pod *v1.Pod, containerName string, ref *v1.ResourceFieldSelector, alloc v1.ResourceList) (string, error) {
 	name := ref.ContainerName
 	if name == "" {
 		name = containerName
@@ -236,20 +242,24 @@ func resourceFieldValue(pod *v1.Pod, containerName string, ref *v1.ResourceField
 	if c == nil {
 		return "", fmt.Errorf("resourceFieldRef: no container %q", name)
 	}
+	kind, res, ok := strings.Cut(ref.Resource, ".")
+	rn := v1.ResourceName(res)
+	switch {
+	case !ok:
+	case rn == v1.ResourceCPU || rn == v1.ResourceMemory || rn == v1.ResourceEphemeralStorage:
+	case strings.HasPrefix(res, v1.ResourceHugePagesPrefix):
+	default:
+		ok = false
+	}
 	var q resource.Quantity
-	switch ref.Resource {
-	case "limits.cpu":
-		q = c.Resources.Limits[v1.ResourceCPU]
-	case "limits.memory":
-		q = c.Resources.Limits[v1.ResourceMemory]
-	case "limits.ephemeral-storage":
-		q = c.Resources.Limits[v1.ResourceEphemeralStorage]
-	case "requests.cpu":
-		q = c.Resources.Requests[v1.ResourceCPU]
-	case "requests.memory":
-		q = c.Resources.Requests[v1.ResourceMemory]
-	case "requests.ephemeral-storage":
-		q = c.Resources.Requests[v1.ResourceEphemeralStorage]
+	switch {
+	case ok && kind == "limits":
+		var set bool
+		if q, set = c.Resources.Limits[rn]; !set && !strings.HasPrefix(res, v1.ResourceHugePagesPrefix) {
+			q = alloc[rn]
+		}
+	case ok && kind == "requests":
+		q = c.Resources.Requests[rn]
 	default:
 		return "", fmt.Errorf("resourceFieldRef: unsupported resource %q", ref.Resource)
 	}
@@ -257,9 +267,8 @@ func resourceFieldValue(pod *v1.Pod, containerName string, ref *v1.ResourceField
 	if divisor.IsZero() {
 		divisor = resource.MustParse("1")
 	}
-	if strings.HasSuffix(ref.Resource, "cpu") {
-		m := q.MilliValue()
-		d := divisor.MilliValue()
+	if rn == v1.ResourceCPU {
+		m, d := q.MilliValue(), divisor.MilliValue()
 		return fmt.Sprint((m + d - 1) / d), nil
 	}
 	v, d := q.Value(), divisor.Value()
@@ -314,112 +323,6 @@ func checkHostPath(h *v1.HostPathVolumeSource) error {
 		return want(m&os.ModeDevice != 0 && m&os.ModeCharDevice == 0, "block device")
 	}
 	return nil
-}
-
-const dataDirName = "..data"
-
-// writeAtomic makes dir hold exactly files (relative path → content), as
-// kubelet's AtomicWriter does: the files are written into a fresh hidden
-// folder, the ..data symlink is switched to it with one rename, and each
-// top-level name is a symlink through ..data. A container that has dir
-// mounted sees the old set or the new one, never a mix; nothing is written
-// when the content is unchanged.
-func writeAtomic(dir string, files map[string]file) error {
-	for p := range files {
-		if !filepath.IsLocal(p) || strings.HasPrefix(p, "..") {
-			return fmt.Errorf("file path %q must be relative and stay inside the volume", p)
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if sameContent(filepath.Join(dir, dataDirName), files) {
-		return nil
-	}
-	ts, err := os.MkdirTemp(dir, ".."+time.Now().UTC().Format("2006_01_02_15_04_05.")) // like kubelet's
-	if err != nil {
-		return err
-	}
-	if err := os.Chmod(ts, 0o755); err != nil {
-		return err
-	}
-	for p, f := range files {
-		full := filepath.Join(ts, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(full, f.data, f.mode); err != nil {
-			return err
-		}
-		if err := os.Chmod(full, f.mode); err != nil { // umask
-			return err
-		}
-	}
-	old, _ := os.Readlink(filepath.Join(dir, dataDirName))
-	tmpLink := filepath.Join(dir, "..data_tmp")
-	_ = os.Remove(tmpLink)
-	if err := os.Symlink(filepath.Base(ts), tmpLink); err != nil {
-		return err
-	}
-	if err := os.Rename(tmpLink, filepath.Join(dir, dataDirName)); err != nil {
-		return err
-	}
-	// Top-level names: add the new, drop the gone.
-	top := map[string]bool{}
-	for p := range files {
-		top[strings.SplitN(filepath.ToSlash(p), "/", 2)[0]] = true
-	}
-	for name := range top {
-		link := filepath.Join(dir, name)
-		if target, err := os.Readlink(link); err == nil && target == filepath.Join(dataDirName, name) {
-			continue
-		}
-		if err := os.Symlink(filepath.Join(dataDirName, name), link); err != nil {
-			return err
-		}
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if n := e.Name(); !strings.HasPrefix(n, "..") && !top[n] {
-			_ = os.Remove(filepath.Join(dir, n))
-		}
-	}
-	if old != "" && old != filepath.Base(ts) {
-		_ = os.RemoveAll(filepath.Join(dir, old))
-	}
-	return nil
-}
-
-// sameContent reports whether the folder data holds exactly files.
-func sameContent(data string, files map[string]file) bool {
-	n := 0
-	err := filepath.WalkDir(data+"/", func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			return nil
-		}
-		rel, _ := filepath.Rel(data, p)
-		f, ok := files[rel]
-		if !ok {
-			return errors.New("extra")
-		}
-		fi, err := d.Info()
-		if err != nil || fi.Mode().Perm() != f.mode.Perm() {
-			return errors.New("mode")
-		}
-		b, err := os.ReadFile(p)
-		if err != nil || !bytes.Equal(b, f.data) {
-			return errors.New("content")
-		}
-		n++
-		return nil
-	})
-	return err == nil && n == len(files)
 }
 
 // removePodDir deletes what setUpVolumes and the workers wrote for a pod.
