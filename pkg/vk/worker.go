@@ -54,6 +54,8 @@ type podWorker struct {
 	waiting     map[string]*waiting
 	terminal    bool            // reached Succeeded or Failed: nothing restarts
 	specChanged map[string]bool // killed for a new spec: restart at once
+	reported    bool            // report has run once
+	startTimed  bool            // the start latency is recorded (metrics.go)
 }
 
 func newPodWorker(p *Provider, pod *v1.Pod) *podWorker {
@@ -215,6 +217,7 @@ func (w *podWorker) report(obs *observation, terminated bool) {
 	if w.status != nil {
 		pod.Status = *w.status
 	}
+	prevPhase := pod.Status.Phase
 	start := w.startTime
 	w.mu.Unlock()
 	st := computeStatus(statusInput{
@@ -226,6 +229,7 @@ func (w *podWorker) report(obs *observation, terminated bool) {
 	changed := w.status == nil || !equality.Semantic.DeepEqual(*w.status, st)
 	w.status = &st
 	w.mu.Unlock()
+	w.observePodStart(pod, prevPhase, &st)
 	if (st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed) && !w.terminal {
 		w.terminal = true
 		w.wakeAfter(0) // to stop the sandbox
