@@ -34,6 +34,13 @@ func (s *Server) resync(ctx context.Context) {
 	}
 	s.sweepProjects(ctx)
 	s.files.sweep(ctx)
+	if s.hostInfo().StageMounts { // staged volumes of pods gone: stage_mounts.go
+		live := map[string]bool{}
+		for _, sb := range s.store.listSandboxes() {
+			live[sb.Project] = true
+		}
+		s.stage.sweep(ctx, live)
+	}
 	// Ready only now, so nobody sees the state dir before the sweep.
 	s.store.markSynced()
 	klog.V(1).InfoS("Resynced with the engine", "sandboxes", len(s.store.listSandboxes()), "containers", len(s.store.listContainers()))

@@ -108,7 +108,7 @@ func NewServer(cfg Config, d *dockerapi.Client) *Server {
 	// This server owns the pods of its state dir only (store.projectsDir).
 	s.store.projectsDir = s.host.ProjectDir("")
 	s.stream = newStreamServer(cfg.StreamAddress, cfg.StreamIdleTimeout, s) // listens now, serves from Run
-	s.stage = newStager(d, func() string { return s.hostInfo().InfraImage })
+	s.stage = newStager(d, cfg.StateDir, func() string { return s.hostInfo().InfraImage })
 	return s
 }
 

@@ -48,6 +48,9 @@ const (
 	labelStageProject = "io.cri-compose.stage.project"
 	labelStageSource  = "io.cri-compose.stage.source"
 	labelStageHelper  = "io.cri-compose.stage.helper"
+	// labelStageOwner is the state dir of the cri-compose that made the
+	// volume: several may share an engine, each sweeps only its own.
+	labelStageOwner = "io.cri-compose.stage.owner"
 )
 
 // stageSyncInterval is how often staged directories are compared with the
@@ -86,6 +89,7 @@ func (s *Server) decideStaging(engineName string) bool {
 type stager struct {
 	docker *dockerapi.Client
 	infra  func() string // an image the engine has: the infra image
+	owner  string        // the state dir, absolute (labelStageOwner)
 
 	mu   sync.Mutex
 	vols map[string]*stagedVol // by volume name
@@ -98,8 +102,12 @@ type stagedVol struct {
 	sig     string // signature of src at the last copy ("" = never copied)
 }
 
-func newStager(d *dockerapi.Client, infra func() string) *stager {
-	return &stager{docker: d, infra: infra, vols: map[string]*stagedVol{}}
+func newStager(d *dockerapi.Client, stateDir string, infra func() string) *stager {
+	owner, err := filepath.Abs(stateDir)
+	if err != nil {
+		owner = stateDir
+	}
+	return &stager{docker: d, infra: infra, owner: owner, vols: map[string]*stagedVol{}}
 }
 
 // fileCopy is a file mount, copied into the container before it starts.
@@ -167,7 +175,7 @@ func (st *stager) ensure(ctx context.Context, project, src, name string) error {
 		st.vols[name] = v
 	}
 	st.mu.Unlock()
-	if err := st.docker.VolumeCreate(ctx, name, map[string]string{labelStageProject: project, labelStageSource: src}); err != nil {
+	if err := st.docker.VolumeCreate(ctx, name, map[string]string{labelStageProject: project, labelStageSource: src, labelStageOwner: st.owner}); err != nil {
 		return err
 	}
 	return st.sync(ctx, name, v)
@@ -348,7 +356,7 @@ func treeSignature(src string) (string, error) {
 // adopt learns the staged volumes an earlier run made (after a restart
 // of cri-compose), so that they are kept in sync again.
 func (st *stager) adopt(ctx context.Context) {
-	vols, err := st.docker.VolumeList(ctx, labelStageSource)
+	vols, err := st.docker.VolumeList(ctx, labelStageOwner+"="+st.owner)
 	if err != nil {
 		klog.ErrorS(err, "Cannot list staged volumes")
 		return
@@ -389,10 +397,34 @@ func (st *stager) run(ctx context.Context) {
 	}
 }
 
+// sweep removes this server's staged volumes of pods that are gone (a
+// RemovePodSandbox that did not finish, pods removed while cri-compose
+// was down); live are the projects of the store's pods.
+func (st *stager) sweep(ctx context.Context, live map[string]bool) {
+	vols, err := st.docker.VolumeList(ctx, labelStageOwner+"="+st.owner)
+	if err != nil {
+		klog.ErrorS(err, "Cannot list staged volumes")
+		return
+	}
+	gone := map[string]bool{}
+	for _, l := range vols {
+		if p := l[labelStageProject]; p != "" && !live[p] {
+			gone[p] = true
+		}
+	}
+	for p := range gone {
+		if err := st.removePod(ctx, p); err != nil {
+			klog.ErrorS(err, "Cannot remove the staged volumes of a removed pod", "project", p)
+		} else {
+			klog.V(1).InfoS("Removed the staged volumes of a removed pod", "project", p)
+		}
+	}
+}
+
 // removePod removes the staged volumes of project (its containers are
 // gone) and forgets them.
 func (st *stager) removePod(ctx context.Context, project string) error {
-	vols, err := st.docker.VolumeList(ctx, labelStageProject+"="+project)
+	vols, err := st.docker.VolumeList(ctx, labelStageProject+"="+project, labelStageOwner+"="+st.owner)
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,6 +99,7 @@ func TestRemote(t *testing.T) {
 		k.scenario()
 		k.tunnelDrop()
 		k.engineAway()
+		k.sweptAfterRestart()
 	})
 }
 
@@ -221,6 +223,43 @@ func (k *kube) engineAway() {
 		t.Fatalf("cri-compose was restarted (pid %d, now %d)", pid, k.d.Pid())
 	}
 	k.removePod(id)
+}
+
+// sweptAfterRestart: a pod with a staged folder is removed from the
+// engine while cri-compose is down; after its restart its staged volume
+// is removed too.
+func (k *kube) sweptAfterRestart() {
+	t := k.t
+	cfgDir := filepath.Join(t.TempDir(), "config")
+	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeAtomic(t, filepath.Join(cfgDir, "greeting"), "hello")
+	pod := k.podConfig("gone")
+	id := k.run(pod)
+	ctr := sleeper("app")
+	ctr.Mounts = []*runtime.Mount{{ContainerPath: "/etc/cfg", HostPath: cfgDir, Readonly: true}}
+	k.create(id, pod, ctr)
+	label := "io.cri-compose.stage.project=" + sandbox.ProjectName(pod.GetMetadata())
+	if vols, err := k.eng.VolumeList(k.ctx, label); err != nil || len(vols) != 1 {
+		t.Fatalf("staged volumes: %v (%v), want one", vols, err)
+	}
+	k.d.Stop(syscall.SIGKILL)
+	if left := k.eng.Sweep(k.ns, ""); len(left) == 0 {
+		t.Fatal("no container of the pod to remove behind cri-compose's back")
+	}
+	k.d.Start()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		vols, err := k.eng.VolumeList(k.ctx, label)
+		if err == nil && len(vols) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("staged volumes of a pod removed while cri-compose was down, after its restart: %v (%v), want none", vols, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func sleeper(name string) *runtime.ContainerConfig {
