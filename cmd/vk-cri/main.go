@@ -53,6 +53,11 @@ type options struct {
 	resolvConf    string
 	resync        time.Duration
 	workers       int
+
+	// vk-cri's own metrics (pkg/vk/metrics.go) on a plain HTTP address
+	// of their own too, off unless set; the kubelet API's /metrics
+	// serves them anyway.
+	metricsAddress string
 }
 
 func main() {
@@ -85,6 +90,7 @@ func run() error {
 	fs.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration for dnsPolicy Default (\"\": the runtime's default)")
 	fs.DurationVar(&o.resync, "resync", 30*time.Second, "how often every pod is checked against the runtime, events or not")
 	fs.IntVar(&o.workers, "pod-sync-workers", 4, "virtual-kubelet pod controller workers")
+	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "", "address for vk-cri's Prometheus metrics over plain HTTP, e.g. 127.0.0.1:10255 (\"\": off; the kubelet API serves them at /metrics either way)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	_ = fs.Parse(os.Args[1:])
 	if *showVersion {
@@ -194,6 +200,11 @@ func run() error {
 	}
 	runDone := make(chan struct{})
 	go func() { provider.Run(ctx); close(runDone) }()
+	if o.metricsAddress != "" {
+		if err := serveMetrics(ctx, o.metricsAddress, provider.MetricsHandler()); err != nil {
+			return err
+		}
+	}
 	nodeDone := make(chan error, 1)
 	go func() { nodeDone <- n.Run(ctx) }()
 	klog.InfoS("vk-cri running", "node", o.nodeName, "nodeIP", nodeIP, "kubeletAPI", listen,
@@ -210,6 +221,28 @@ func run() error {
 		return nil
 	}
 	return err
+}
+
+// serveMetrics serves h at addr's /metrics until ctx ends.
+func serveMetrics(ctx context.Context, addr string, h http.Handler) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-bind-address: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			klog.ErrorS(err, "Serving metrics", "address", addr)
+		}
+	}()
+	klog.InfoS("Serving metrics", "address", l.Addr().String())
+	return nil
 }
 
 func parseTaints(s string) ([]v1.Taint, error) {

@@ -35,7 +35,7 @@ func Dial(ctx context.Context, endpoint string, timeout time.Duration) (*Runtime
 	if err != nil {
 		return nil, fmt.Errorf("connect to CRI image service %s: %w", endpoint, err)
 	}
-	return &Runtime{RuntimeService: rs, Images: is}, nil
+	return Instrument(&Runtime{RuntimeService: rs, Images: is}), nil
 }
 
 // Close closes both connections.

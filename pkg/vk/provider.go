@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	v1 "k8s.io/api/core/v1"
@@ -20,7 +19,6 @@ import (
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
-	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 )
 
@@ -70,7 +68,8 @@ type Provider struct {
 	notify  func(*v1.Pod)
 	ctx     context.Context // the workers' context, from Run
 
-	node nodeState
+	node    nodeState
+	nodeCPU nodeCPU // last node CPU sample (stats.go)
 }
 
 // New makes a provider; Run starts it.
@@ -335,17 +334,8 @@ func (p *Provider) PortForward(context.Context, string, string, int32, io.ReadWr
 	return errdefs.InvalidInput("port-forward is proxied to the runtime's streaming server")
 }
 
-// GetStatsSummary is not there yet.
-// TODO(issue 7): /stats/summary from CRI ListContainerStats/PodSandboxStats.
-func (p *Provider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error) {
-	return nil, errdefs.NotFound("stats are not served yet")
-}
-
-// GetMetricsResource is not there yet.
-// TODO(issue 7): /metrics/resource from CRI stats.
-func (p *Provider) GetMetricsResource(context.Context) ([]*dto.MetricFamily, error) {
-	return nil, errdefs.NotFound("resource metrics are not served yet")
-}
+// GetStatsSummary and GetMetricsResource are in stats.go and
+// stats_metrics.go.
 
 // apiObjects reads configMaps and secrets from the informers' caches,
 // and from the API server when the cache has not seen them yet.

@@ -39,9 +39,12 @@ func (p *Provider) Handler(pods corev1listers.PodLister) http.Handler {
 	mux.HandleFunc("/attach/", p.ServeAttach)
 	mux.HandleFunc("/portForward/", p.ServePortForward)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.Handle("/metrics", p.MetricsHandler()) // vk-cri's own, as kubelet's /metrics (metrics.go)
 	mux.Handle("/", api.PodHandler(api.PodHandlerConfig{
-		GetContainerLogs: p.GetContainerLogs,
-		GetPods:          p.GetPods,
+		GetContainerLogs:   p.GetContainerLogs,
+		GetPods:            p.GetPods,
+		GetStatsSummary:    p.GetStatsSummary,
+		GetMetricsResource: p.GetMetricsResource,
 		GetPodsFromKubernetes: func(context.Context) ([]*v1.Pod, error) {
 			return pods.List(labels.Everything())
 		},

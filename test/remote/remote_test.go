@@ -90,6 +90,7 @@ func sshArgs(h *host) []string {
 func TestRemote(t *testing.T) {
 	h := newHost(t)
 	t.Run("refusals", func(t *testing.T) { refusals(t, h) })
+	t.Run("streams", func(t *testing.T) { manyStreams(t, h) })
 	t.Run("tls", func(t *testing.T) {
 		k := newKube(t, h, h.tlsURL, "--docker-cert-path", h.clientDir)
 		k.scenario()
