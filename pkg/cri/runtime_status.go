@@ -45,6 +45,9 @@ func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime
 			"fullPrivileged":      h.FullPrivileged,
 			"negativeOOMScoreAdj": h.NegativeOOMScoreAdj,
 			"appArmor":            h.AppArmor,
+			// Host paths are copied to the engine (a remote host): the
+			// features that differ are in the README, "Remote Docker hosts".
+			"stageMounts": h.StageMounts,
 		}
 		// The engine host's size, for a node agent (vk-cri) to report as
 		// capacity: CRI has no call for it. Named as `docker info` names them.

@@ -119,6 +119,11 @@ func (k *kube) scenario() {
 	one := filepath.Join(src, "one.txt")
 	writeAtomic(t, one, "one")
 
+	st, err := k.d.RT.Status(k.ctx, &runtime.StatusRequest{Verbose: true})
+	if err != nil || !strings.Contains(st.GetInfo()["config"], `"stageMounts":true`) {
+		t.Errorf("verbose Status: %v (%v), want stageMounts true (--stage-mounts=auto on a remote endpoint)", st.GetInfo(), err)
+	}
+
 	pod := k.podConfig("web")
 	id := k.run(pod)
 	ctr := &runtime.ContainerConfig{
