@@ -1,10 +1,16 @@
 package dockerapi
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 )
 
 func TestParseSSHHost(t *testing.T) {
@@ -72,5 +78,34 @@ func TestSSHSettings(t *testing.T) {
 	}
 	if _, err := New("ssh://bob@192.0.2.1", WithEndpoint(Endpoint{SSH: SSHConfig{KnownHostsFile: kh, IdentityFiles: []string{filepath.Join(dir, "id")}}})); err == nil || !strings.Contains(err.Error(), "ssh-agent") {
 		t.Errorf("unparseable key: %v, want refused", err)
+	}
+}
+
+// TestKnownKeyAlgorithms: the tunnel asks the server for the key types
+// known_hosts holds for it, so a server that prefers another type is not
+// refused as unknown.
+func TestKnownKeyAlgorithms(t *testing.T) {
+	ek, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ssh.NewPublicKey(&ek.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	line := knownhosts.Line([]string{knownhosts.Normalize("192.0.2.1:2222")}, pub)
+	if err := os.WriteFile(kh, []byte(line+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cb, err := knownhosts.New(kh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := knownKeyAlgorithms(cb, "192.0.2.1:2222"); len(got) != 1 || got[0] != ssh.KeyAlgoECDSA256 {
+		t.Errorf("algorithms for a host with an ECDSA key: %v", got)
+	}
+	if got := knownKeyAlgorithms(cb, "192.0.2.1:22"); got != nil {
+		t.Errorf("algorithms for an unknown host: %v, want none (ssh's defaults)", got)
 	}
 }
