@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
@@ -46,6 +47,9 @@ type sshTunnel struct {
 	addr   string // host:port
 	socket string // engine socket on the remote host
 	cfg    *ssh.ClientConfig
+	// signers are the identity files' keys; the agent's are added at
+	// each connection.
+	signers []ssh.Signer
 
 	mu     sync.Mutex
 	client *ssh.Client
@@ -135,34 +139,33 @@ func newSSHTunnel(host string, sc SSHConfig) (*sshTunnel, error) {
 	}
 	cfg := &ssh.ClientConfig{
 		User:              usr,
-		Auth:              []ssh.AuthMethod{ssh.PublicKeysCallback(func() ([]ssh.Signer, error) { return append(signers, agentSigners()...), nil })},
 		HostKeyCallback:   hostKey,
 		HostKeyAlgorithms: algos,
 		Timeout:           15 * time.Second,
 	}
-	return &sshTunnel{addr: addr, socket: socket, cfg: cfg}, nil
+	return &sshTunnel{addr: addr, socket: socket, cfg: cfg, signers: signers}, nil
 }
 
 // agentSigners are the agent's keys, asked at each connection (keys come
-// and go); none if there is no agent.
-func agentSigners() []ssh.Signer {
+// and go); none if there is no agent. The signers sign through the
+// returned connection: close it after the handshake.
+func agentSigners() ([]ssh.Signer, io.Closer) {
 	sock := os.Getenv("SSH_AUTH_SOCK")
 	if sock == "" {
-		return nil
+		return nil, io.NopCloser(nil)
 	}
 	conn, err := net.DialTimeout("unix", sock, 5*time.Second)
 	if err != nil {
 		klog.V(2).InfoS("SSH agent unreachable", "socket", sock, "err", err)
-		return nil
+		return nil, io.NopCloser(nil)
 	}
-	// The signers use the connection while signing: it stays open for the
-	// handshake; the agent closes it when we are gone.
 	s, err := agent.NewClient(conn).Signers()
 	if err != nil {
 		klog.V(2).InfoS("SSH agent keys", "err", err)
-		return nil
+		conn.Close()
+		return nil, io.NopCloser(nil)
 	}
-	return s
+	return s, conn
 }
 
 // knownKeyAlgorithms are the host key algorithms known_hosts holds for
@@ -230,7 +233,11 @@ func (t *sshTunnel) connect(ctx context.Context) (*ssh.Client, error) {
 		deadline = dl
 	}
 	_ = conn.SetDeadline(deadline)
-	cc, chans, reqs, err := ssh.NewClientConn(conn, t.addr, t.cfg)
+	agentKeys, agentConn := agentSigners()
+	defer agentConn.Close()
+	cfg := *t.cfg
+	cfg.Auth = []ssh.AuthMethod{ssh.PublicKeys(append(append([]ssh.Signer(nil), t.signers...), agentKeys...)...)}
+	cc, chans, reqs, err := ssh.NewClientConn(conn, t.addr, &cfg)
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("ssh %s: %w", t.addr, err)

@@ -91,6 +91,7 @@ func TestRemote(t *testing.T) {
 	h := newHost(t)
 	t.Run("refusals", func(t *testing.T) { refusals(t, h) })
 	t.Run("streams", func(t *testing.T) { manyStreams(t, h) })
+	t.Run("agent", func(t *testing.T) { agentAuth(t, h) })
 	t.Run("tls", func(t *testing.T) {
 		k := newKube(t, h, h.tlsURL, "--docker-cert-path", h.clientDir)
 		k.scenario()
