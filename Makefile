@@ -26,9 +26,11 @@ help:
 	@echo 'make fuzz      every fuzz target for FUZZTIME each (default 10s)'
 	@echo 'make churn     the churn test, CI mode (30 pods, leak and memory checks)'
 	@echo 'make soak      200 pods churned for 10 minutes, streaming URL expiry, longer fuzz'
+	@echo 'make demo      the whole stack: control plane, cri-compose, vk-cri and a sample pod (Ctrl-C stops it)'
 	@echo 'make bench     the benchmarks (test/bench; about 15 minutes; BENCHMARKS.md)'
 	@echo 'make bench-smoke  the same benchmarks, small (a few minutes)'
 	@echo 'make bench-remote pod start over ssh, tcp+TLS and the local socket of one engine'
+	@echo 'make bench-vk  pod create -> Running on the virtual node (vk-cri), 50 at once and one at a time'
 	@echo 'make pause     rebuild pkg/pause/pause.bin from cmd/pause (commit the result)'
 	@echo 'make install   binaries, systemd units, example configs (PREFIX=$(PREFIX), DESTDIR=)'
 	@echo 'make verify-install  install into a temp DESTDIR and systemd-analyze verify the units'
@@ -109,6 +111,15 @@ bench-smoke: ensure-docker ensure-tools
 .PHONY: bench-remote
 bench-remote: ensure-docker ensure-tools
 	$(GO) test -run '^$$' -bench BenchmarkPodStart -benchtime 10x -timeout 20m ./test/remote
+
+# Pod create -> Running+Ready on the virtual node (test/vk's set-up: real
+# kube-apiserver, cri-compose, vk-cri), 50 pods at once and one at a time,
+# p50/p99 as seen by a watch (BENCHMARKS.md, "Virtual node").
+# BENCH_VK_PODS sets the pods per round.
+BENCH_VK_PODS ?= 50
+.PHONY: bench-vk
+bench-vk: ensure-docker ensure-tools
+	cd test/vk && GOWORK=off $(GO) test -count=1 -run '^$$' -bench BenchmarkPodStartup -benchtime 1x -timeout 60m . -args -bench.pods=$(BENCH_VK_PODS)
 
 clean:
 	rm -rf bin/
@@ -205,6 +216,17 @@ VK_TEST_FLAGS ?=
 test-vk: ensure-docker ensure-tools
 	cd test/vk && GOWORK=off $(GO) vet ./...
 	cd test/vk && GOWORK=off $(GO) test -count=1 -timeout 45m $(VK_TEST_FLAGS) ./...
+
+# --- demo: the whole stack on this machine. test/vk's set-up (kube-apiserver
+# + etcd on loopback, bin/cri-compose, bin/vk-cri) and its TestDemo, run from
+# a compiled test binary so that Ctrl-C reaches it alone and it tears down in
+# order: a sample pod, shown by kubectl, crictl and docker compose (v2), all
+# built once into ~/.cache/cri-compose/tools. It stays up until Ctrl-C;
+# DEMO_KEEP=0 tears it down at once.
+.PHONY: demo
+demo: ensure-docker ensure-tools
+	cd test/vk && GOWORK=off $(GO) test -c -o $(CURDIR)/bin/vk-demo.test .
+	cd test/vk && exec $(CURDIR)/bin/vk-demo.test -test.run='^TestDemo$$' -test.timeout=0 -demo
 
 # --- hardening (issue 5): faults, churn, hostile input, access control.
 # test/fault (kill -9 at every failpoint, engine away, engine restart),

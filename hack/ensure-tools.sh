@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs the host tools that the tests use and that a fresh Debian machine
 # lacks: Debian's busybox-static (/bin/busybox), from which test/images makes
-# the test images. Quick and silent when they are all there.
+# the test images; containerd and containernetworking-plugins, for test/vk's
+# containerd run. Quick and silent when they are all there.
 set -euo pipefail
 
 missing=()
 [ -x /bin/busybox ] || missing+=(busybox-static)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server) # test/remote: the ssh:// host
+# test/vk runs vk-cri on containerd's CRI plugin too, on a CNI bridge.
+command -v containerd >/dev/null 2>&1 || missing+=(containerd)
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
 
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0

@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -73,10 +74,13 @@ func busybox(name, script string) v1.Container {
 	}
 }
 
-// createPod binds pod to the node (there is no scheduler) and creates it.
+// createPod binds pod to the node (there is no scheduler), unless it names
+// one, and creates it.
 func createPod(t *testing.T, pod *v1.Pod) *v1.Pod {
 	t.Helper()
-	pod.Spec.NodeName = nodeName
+	if pod.Spec.NodeName == "" {
+		pod.Spec.NodeName = nodeName
+	}
 	created, err := client.CoreV1().Pods(pod.Namespace).Create(context.Background(), pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create pod %s: %v", pod.Name, err)
@@ -93,10 +97,16 @@ func getPod(t *testing.T, ns, name string) *v1.Pod {
 	return p
 }
 
-// sandboxes lists the runtime's sandboxes of the pod with uid.
+// sandboxes lists cri-compose's sandboxes of the pod with uid.
 func sandboxes(t *testing.T, uid string) []*runtimeapi.PodSandbox {
 	t.Helper()
-	sbs, err := cri.ListPodSandbox(context.Background(), &runtimeapi.PodSandboxFilter{
+	return sandboxesOf(t, cri, uid)
+}
+
+// sandboxesOf lists rt's sandboxes of the pod with uid.
+func sandboxesOf(t *testing.T, rt internalapi.RuntimeService, uid string) []*runtimeapi.PodSandbox {
+	t.Helper()
+	sbs, err := rt.ListPodSandbox(context.Background(), &runtimeapi.PodSandboxFilter{
 		LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid},
 	})
 	if err != nil {

@@ -363,7 +363,9 @@ func startProcess(logPath, bin string, args ...string) (stop func(), err error) 
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// Its own process group: a Ctrl-C (make demo) reaches the test, which
+	// then stops everything in order, and not each process at once.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, err

@@ -80,12 +80,7 @@ func controlPlaneBinaries(ctx context.Context, toolsDir string) (apiserver, etcd
 	if err != nil {
 		return "", "", 0, err
 	}
-	minor := strings.SplitN(strings.TrimPrefix(kv, "v"), ".", 3)
-	ldflags := "-s -w -X k8s.io/component-base/version.gitVersion=" + kv +
-		" -X k8s.io/component-base/version.gitMajor=" + minor[0] +
-		" -X k8s.io/component-base/version.gitMinor=" + minor[1] +
-		" -X k8s.io/component-base/version.gitTreeState=clean"
-	apiserver, t1, err := cachedTool(ctx, toolsDir, "kube-apiserver", kv, "k8s.io/kubernetes/cmd/kube-apiserver", "-trimpath", "-ldflags="+ldflags)
+	apiserver, t1, err := cachedTool(ctx, toolsDir, "kube-apiserver", kv, "k8s.io/kubernetes/cmd/kube-apiserver", "-trimpath", k8sLdflags(kv))
 	if err != nil {
 		return "", "", 0, err
 	}
@@ -94,4 +89,24 @@ func controlPlaneBinaries(ctx context.Context, toolsDir string) (apiserver, etcd
 		return "", "", 0, err
 	}
 	return apiserver, etcd, t1 + t2, nil
+}
+
+// kubectlBinary returns kubectl at the Kubernetes version tools/go.mod pins
+// (the API server's), for `make demo`.
+func kubectlBinary(ctx context.Context, toolsDir string) (string, time.Duration, error) {
+	kv, err := goCmd(ctx, toolsDir, "list", "-m", "-f", "{{.Version}}", "k8s.io/kubernetes")
+	if err != nil {
+		return "", 0, err
+	}
+	return cachedTool(ctx, toolsDir, "kubectl", kv, "k8s.io/kubernetes/cmd/kubectl", "-trimpath", k8sLdflags(kv))
+}
+
+// k8sLdflags sets the version that a binary of k8s.io/kubernetes at kv
+// reports (otherwise v0.0.0-master).
+func k8sLdflags(kv string) string {
+	minor := strings.SplitN(strings.TrimPrefix(kv, "v"), ".", 3)
+	return "-ldflags=-s -w -X k8s.io/component-base/version.gitVersion=" + kv +
+		" -X k8s.io/component-base/version.gitMajor=" + minor[0] +
+		" -X k8s.io/component-base/version.gitMinor=" + minor[1] +
+		" -X k8s.io/component-base/version.gitTreeState=clean"
 }

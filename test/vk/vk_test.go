@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
+	internalapi "k8s.io/cri-api/pkg/apis"
 )
 
 func TestNode(t *testing.T) {
@@ -69,12 +70,24 @@ func TestNode(t *testing.T) {
 	t.Logf("node %s: %s, %s cpu, %s memory, runtime %s", n.Name, info.OSImage, n.Status.Capacity.Cpu(), n.Status.Capacity.Memory(), info.ContainerRuntimeVersion)
 }
 
-// TestPod runs a pod with an init container, two containers, configMap,
-// secret, downwardAPI and emptyDir volumes and env from all sorts, and
-// reads it back through the API server: status, logs (through the kubelet
-// API), exec; then deletes it.
+// TestPod runs the pod flow on the cri-compose node.
 func TestPod(t *testing.T) {
 	need(t)
+	podFlow(t, vkNode{name: nodeName, runtime: "cri-compose", cri: cri})
+}
+
+// vkNode is a virtual node of the suite: its name, and the CRI runtime its
+// vk-cri speaks to (with that runtime's name, which prefixes container ids).
+type vkNode struct {
+	name, runtime string
+	cri           internalapi.RuntimeService
+}
+
+// podFlow runs a pod with an init container, two containers, configMap,
+// secret, downwardAPI and emptyDir volumes and env from all sorts on node n,
+// and reads it back through the API server: status, logs (through the
+// kubelet API), exec; then deletes it. Nothing in it depends on the runtime.
+func podFlow(t *testing.T, n vkNode) {
 	ns := namespace(t)
 	ctx := context.Background()
 	if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, &v1.ConfigMap{
@@ -116,6 +129,7 @@ while true; do sleep 1; done`)
 	pod := createPod(t, &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Labels: map[string]string{"app": "vk-e2e"}},
 		Spec: v1.PodSpec{
+			NodeName:                      n.name,
 			TerminationGracePeriodSeconds: &grace,
 			InitContainers:                []v1.Container{init},
 			Containers:                    []v1.Container{main, sidecar},
@@ -147,7 +161,7 @@ while true; do sleep 1; done`)
 	}
 	for _, name := range []string{"main", "sidecar"} {
 		cs := containerStatus(p, name)
-		if cs == nil || !cs.Ready || cs.State.Running == nil || !strings.HasPrefix(cs.ContainerID, "cri-compose://") || cs.ImageID == "" || cs.Started == nil || !*cs.Started {
+		if cs == nil || !cs.Ready || cs.State.Running == nil || !strings.HasPrefix(cs.ContainerID, n.runtime+"://") || cs.ImageID == "" || cs.Started == nil || !*cs.Started {
 			t.Errorf("container %s status %+v", name, cs)
 		}
 	}
@@ -157,7 +171,7 @@ while true; do sleep 1; done`)
 
 	// Logs, through the API server and the kubelet API.
 	want := []string{
-		fmt.Sprintf("greeting=hello from configmap password=s3cret pod=web ip=%s node=%s cm=hello from configmap", p.Status.PodIP, nodeName),
+		fmt.Sprintf("greeting=hello from configmap password=s3cret pod=web ip=%s node=%s cm=hello from configmap", p.Status.PodIP, n.name),
 		"cm-file", "tok", "init-ran", `app="vk-e2e"`, "mode=400",
 	}
 	var logs string
@@ -239,7 +253,7 @@ while true; do sleep 1; done`)
 	})
 	took := time.Since(start)
 	waitFor(t, "no sandbox left", 5*time.Second, func() (bool, string) {
-		sbs := sandboxes(t, string(pod.UID))
+		sbs := sandboxesOf(t, n.cri, string(pod.UID))
 		return len(sbs) == 0, fmt.Sprintf("%d sandboxes", len(sbs))
 	})
 	t.Logf("deleted in %v (grace %ds); no sandbox left", took.Round(time.Millisecond), grace)
