@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -61,6 +62,11 @@ type Provider struct {
 	// runtime's Version.
 	runtimeName    string
 	runtimeVersion string
+	// runner runs probes and lifecycle hooks (probes.go, hooks.go);
+	// recorder records the events kubelet would (nil: none).
+	runner     *handlerRunner
+	recorder   record.EventRecorder
+	stopEvents func()
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -99,6 +105,8 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		workers:        map[types.UID]*podWorker{},
 		byName:         map[string]types.UID{},
 	}
+	p.runner = newHandlerRunner(cfg.Runtime)
+	p.recorder, p.stopEvents = newEventRecorder(cfg.Client, cfg.NodeName)
 	klog.InfoS("CRI runtime", "name", v.GetRuntimeName(), "version", v.GetRuntimeVersion(), "apiVersion", v.GetRuntimeApiVersion())
 	return p, nil
 }
@@ -133,6 +141,7 @@ func (p *Provider) Run(ctx context.Context) {
 		}
 	})
 	wg.Wait()
+	p.stopEvents()
 }
 
 // NotifyPods registers the callback that passes pod statuses to

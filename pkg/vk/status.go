@@ -66,6 +66,9 @@ type statusInput struct {
 	terminated bool
 	startTime  time.Time
 	now        time.Time
+	// probe tells whether running app container c (instance id) has
+	// started and is ready, from its probes (nil: both once running).
+	probe func(c *v1.Container, id string) (started, ready bool)
 }
 
 // computeStatus is the pod's status from CRI, as kubelet's
@@ -153,8 +156,11 @@ func (in *statusInput) containerStatus(c *v1.Container, init, initDone bool) v1.
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason}
 	case cur.state == runtimeapi.ContainerState_CONTAINER_RUNNING:
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.startedAt)}
-		// TODO(issue 7): readiness and startup probes.
-		cs.Ready = true
+		started, ready := true, true
+		if in.probe != nil && !init {
+			started, ready = in.probe(c, cur.id)
+		}
+		cs.Started, cs.Ready = &started, ready
 		w = nil
 	case cur.state == runtimeapi.ContainerState_CONTAINER_EXITED:
 		t := in.terminatedState(cur)
@@ -180,8 +186,10 @@ func (in *statusInput) containerStatus(c *v1.Container, init, initDone bool) v1.
 	if w != nil && cs.State.Running == nil {
 		cs.State = v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: w.reason, Message: w.message}}
 	}
-	started := cs.State.Running != nil
-	cs.Started = &started
+	if cs.State.Running == nil {
+		started := false
+		cs.Started = &started
+	}
 	return cs
 }
 

@@ -45,9 +45,11 @@ type podWorker struct {
 	grace      int64
 	cancelPass context.CancelFunc
 	startTime  time.Time
+	killMsgs   map[string]string // container id → why vk-cri killed it (hooks.go)
 
 	wake     chan struct{}
 	finished chan struct{}
+	probes   *probeSet // the running containers' probes (probes.go)
 
 	// Owned by the worker's goroutine.
 	next        time.Duration // wake after this (0: resync only)
@@ -59,14 +61,22 @@ type podWorker struct {
 }
 
 func newPodWorker(p *Provider, pod *v1.Pod) *podWorker {
-	return &podWorker{
+	w := &podWorker{
 		p: p, spec: pod,
 		startTime:   p.clock.Now(),
+		killMsgs:    map[string]string{},
 		wake:        make(chan struct{}, 1),
 		finished:    make(chan struct{}),
 		waiting:     map[string]*waiting{},
 		specChanged: map[string]bool{},
 	}
+	// A probe result that changes wakes the worker: readiness changes
+	// the status, a liveness failure kills the container.
+	w.probes = newProbeSet(p.clock, p.runner.probe, w.poke)
+	w.probes.event = func(t *probeTarget, warn bool, reason, msg string) {
+		p.containerEvent(t.pod, t.c.Name, warn, reason, msg)
+	}
+	return w
 }
 
 func (w *podWorker) pod() *v1.Pod {
@@ -127,6 +137,7 @@ func (w *podWorker) wakeAfter(d time.Duration) {
 
 func (w *podWorker) run(ctx context.Context) {
 	defer close(w.finished)
+	defer w.probes.stopAll()
 	timer := w.p.clock.NewTimer(0)
 	defer timer.Stop()
 	<-timer.C()
@@ -172,6 +183,7 @@ func (w *podWorker) pass(parent context.Context) (done bool) {
 	w.next = 0
 	pod := w.pod()
 	if deleting {
+		w.probes.stopAll() // kubelet stops probing a pod it terminates
 		obs, err := w.kill(ctx, grace)
 		if err != nil {
 			if parent.Err() == nil {
@@ -205,6 +217,8 @@ func (w *podWorker) pass(parent context.Context) (done bool) {
 		w.wakeAfter(retryAfterError)
 	}
 	if obs != nil {
+		w.syncProbes(parent, pod, obs)
+		w.forgetKills(obs)
 		w.report(obs, false)
 	}
 	return false
@@ -224,6 +238,7 @@ func (w *podWorker) report(obs *observation, terminated bool) {
 		pod: pod, runtimeName: w.p.runtimeName, hostIPs: w.p.cfg.NodeIPs,
 		sandbox: obs.sandboxInfo(), containers: obs.containers, waiting: w.waiting,
 		terminated: terminated, startTime: start, now: w.p.clock.Now(),
+		probe: w.probes.state,
 	})
 	w.mu.Lock()
 	changed := w.status == nil || !equality.Semantic.DeepEqual(*w.status, st)
@@ -372,15 +387,22 @@ func (w *podWorker) terminationFile(name string, attempt uint32) string {
 }
 
 func (w *podWorker) terminationMessage(c *criContainer) string {
-	f, err := os.Open(w.terminationFile(c.name, c.attempt))
-	if err != nil {
-		return ""
+	msg := ""
+	if f, err := os.Open(w.terminationFile(c.name, c.attempt)); err == nil {
+		b := make([]byte, maxTerminationMessage)
+		n, _ := f.Read(b)
+		f.Close()
+		msg = string(b[:n])
 	}
-	defer f.Close()
-	b := make([]byte, maxTerminationMessage)
-	n, _ := f.Read(b)
-	// TODO(issue 7): terminationMessagePolicy FallbackToLogsOnError.
-	return string(b[:n])
+	if msg == "" && c.exitCode != 0 {
+		if spec := specOf(w.pod(), c.name); spec != nil && spec.TerminationMessagePolicy == v1.TerminationMessageFallbackToLogsOnError {
+			msg = w.logTail(c)
+		}
+	}
+	if msg == "" {
+		msg = w.killMessage(c.id) // killed for a failed probe, say
+	}
+	return msg
 }
 
 // syncPod is one step toward the spec. acted tells that it changed
@@ -462,11 +484,22 @@ func (w *podWorker) syncPod(ctx context.Context) (obs *observation, acted bool, 
 			acted = w.start(ctx, pod, c, false, obs.nextAttempt(c.Name), env) || acted
 		case cur.state == runtimeapi.ContainerState_CONTAINER_CREATED:
 			acted = w.startCreated(ctx, pod, cur) || acted
+		case cur.state == runtimeapi.ContainerState_CONTAINER_RUNNING && w.probeFailed(cur.id):
+			kind, _ := w.probes.failed(cur.id)
+			probe := c.LivenessProbe
+			if kind == probeStartup {
+				probe = c.StartupProbe
+			}
+			klog.InfoS("Container failed its probe; killing it", "pod", klog.KObj(pod), "container", c.Name, "probe", kind)
+			if err := w.killContainer(ctx, pod, c, cur.id, probeGrace(pod, probe), probeKillMessage(pod, c.Name, kind)); err != nil {
+				return obs, acted, err
+			}
+			acted = true
 		case cur.state == runtimeapi.ContainerState_CONTAINER_RUNNING:
 			if cur.hash != "" && cur.hash != containerHash(c) {
 				klog.InfoS("Container spec changed; restarting it", "pod", klog.KObj(pod), "container", c.Name)
 				w.specChanged[c.Name] = true
-				if err := w.stopContainer(ctx, pod, cur.id); err != nil {
+				if err := w.stopContainer(ctx, pod, c, cur.id); err != nil {
 					return obs, acted, err
 				}
 				acted = true
@@ -624,6 +657,7 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *v1.Container, ini
 	}
 	delete(w.waiting, c.Name)
 	klog.V(2).InfoS("Container started", "pod", klog.KObj(pod), "container", c.Name, "id", id, "attempt", attempt)
+	w.postStart(ctx, pod, c, id)
 	return true
 }
 
@@ -638,18 +672,21 @@ func (w *podWorker) startCreated(ctx context.Context, pod *v1.Pod, cur *criConta
 		return false
 	}
 	delete(w.waiting, cur.name)
+	w.postStart(ctx, pod, specOf(pod, cur.name), cur.id)
 	return true
 }
 
-func (w *podWorker) stopContainer(ctx context.Context, pod *v1.Pod, id string) error {
-	grace := int64(30)
-	if pod.Spec.TerminationGracePeriodSeconds != nil {
-		grace = *pod.Spec.TerminationGracePeriodSeconds
-	}
-	if err := w.p.rt.StopContainer(ctx, id, grace); err != nil && !isNotFound(err) {
-		return fmt.Errorf("stop container %s: %w", id, err)
-	}
-	return nil
+// stopContainer stops running container id of spec c, its preStop hook
+// first, within the pod's grace period.
+func (w *podWorker) stopContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string) error {
+	return w.killContainer(ctx, pod, c, id, podGrace(pod), "")
+}
+
+// probeFailed reports whether container instance id failed its liveness
+// or startup probe and is to be killed.
+func (w *podWorker) probeFailed(id string) bool {
+	_, failed := w.probes.failed(id)
+	return failed
 }
 
 // removeDead removes exited containers beyond the newest keepDead of each
@@ -697,10 +734,13 @@ func (w *podWorker) kill(ctx context.Context, grace int64) (*observation, error)
 				continue
 			}
 			wg.Go(func() {
-				// TODO(issue 7): preStop hooks.
-				if err := w.p.rt.StopContainer(ctx, c.id, grace); err != nil && !isNotFound(err) {
+				var spec *v1.Container
+				if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
+					spec = specOf(pod, c.name) // for its preStop hook
+				}
+				if err := w.killContainer(ctx, pod, spec, c.id, grace, ""); err != nil {
 					select {
-					case errs <- fmt.Errorf("stop container %s (%s): %w", c.name, c.id, err):
+					case errs <- fmt.Errorf("stop container %s: %w", c.name, err):
 					default:
 					}
 				}
