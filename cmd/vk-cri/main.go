@@ -58,6 +58,12 @@ type options struct {
 	// of their own too, off unless set; the kubelet API's /metrics
 	// serves them anyway.
 	metricsAddress string
+
+	// Kubelet API auth and serving certificate, with kubelet's flags.
+	anonymousAuth     bool
+	tokenWebhook      bool
+	authorizationMode string
+	rotateServerCerts bool
 }
 
 func main() {
@@ -79,12 +85,16 @@ func run() error {
 	fs.StringVar(&o.criEndpoint, "cri-endpoint", "unix:///run/cri-compose/cri-compose.sock", "CRI runtime endpoint")
 	fs.Int64Var(&o.pods, "pods", 110, "pod capacity of the node")
 	fs.StringVar(&o.taints, "taint", defaultTaint, "taints of the node, key[=value]:effect, comma-separated (\"\" for none)")
-	fs.StringVar(&o.listenAddress, "listen-address", ":10250", "address of the kubelet API (logs, exec, attach, port-forward). Without --client-ca-file it is served on 127.0.0.1 only")
+	fs.StringVar(&o.listenAddress, "listen-address", ":10250", "address of the kubelet API (logs, exec, attach, port-forward). With --anonymous-auth and --authorization-mode=AlwaysAllow it is served on 127.0.0.1 only")
 	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/vk-cri", "folder for the pods' volume files, logs and the serving certificate")
 	fs.StringVar(&o.nodeIP, "node-ip", "", "the node's InternalIP (default: the address that reaches the API server)")
 	fs.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate of the kubelet API (default: self-signed, kept in the state dir)")
 	fs.StringVar(&o.tlsKey, "tls-private-key-file", "", "key of --tls-cert-file")
-	fs.StringVar(&o.clientCA, "client-ca-file", "", "CA whose client certificates the kubelet API requires (the API server's kubelet client certificate)")
+	fs.StringVar(&o.clientCA, "client-ca-file", "", "CA whose client certificates authenticate to the kubelet API (the API server's --kubelet-client-certificate); user = CN, groups = O")
+	fs.BoolVar(&o.tokenWebhook, "authentication-token-webhook", true, "authenticate bearer tokens to the kubelet API through TokenReview (cached 2 min)")
+	fs.BoolVar(&o.anonymousAuth, "anonymous-auth", false, "let requests without credentials to the kubelet API through as system:anonymous (otherwise 401)")
+	fs.StringVar(&o.authorizationMode, "authorization-mode", vk.AuthzWebhook, "kubelet API authorization: Webhook (SubjectAccessReview on nodes/proxy, nodes/log, nodes/stats, nodes/metrics; cached 5 min allowed, 30 s denied) or AlwaysAllow")
+	fs.BoolVar(&o.rotateServerCerts, "rotate-server-certificates", false, "request the kubelet API's serving certificate from the cluster (CSR, signer kubernetes.io/kubelet-serving; someone must approve it) and renew it before it expires; until it is issued the self-signed (or --tls-cert-file) one is served")
 	fs.StringVar(&o.clusterDNS, "cluster-dns", "", "cluster DNS servers for dnsPolicy ClusterFirst, comma-separated (none: ClusterFirst acts as Default)")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "cluster domain")
 	fs.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration for dnsPolicy Default (\"\": the runtime's default)")
@@ -130,7 +140,12 @@ func run() error {
 			return fmt.Errorf("--node-ip not given and not found: %w", err)
 		}
 	}
-	listen, err := listenAddress(o.listenAddress, o.clientCA != "")
+	authCfg := vk.AuthConfig{ClientCAFile: o.clientCA, TokenWebhook: o.tokenWebhook, Anonymous: o.anonymousAuth, Mode: o.authorizationMode}
+	auth, err := vk.NewAuth(client, o.nodeName, authCfg)
+	if err != nil {
+		return fmt.Errorf("kubelet API auth: %w", err)
+	}
+	listen, err := listenAddress(o.listenAddress, !authCfg.Open())
 	if err != nil {
 		return err
 	}
@@ -141,6 +156,15 @@ func run() error {
 	tlsCfg, err := vk.TLSConfig(o.tlsCert, o.tlsKey, o.clientCA, filepath.Join(stateDir, "pki"), o.nodeName, []string{nodeIP})
 	if err != nil {
 		return err
+	}
+	if o.rotateServerCerts {
+		m, err := vk.ServingCertManager(client, o.nodeName, []string{o.nodeName}, []string{nodeIP}, filepath.Join(stateDir, "pki"))
+		if err != nil {
+			return err
+		}
+		vk.ServeRotated(tlsCfg, m)
+		m.Start()
+		defer m.Stop()
 	}
 
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -187,7 +211,7 @@ func run() error {
 		func(c *nodeutil.NodeConfig) error {
 			c.HTTPListenAddr = listen
 			c.TLSConfig = tlsCfg
-			c.Handler = mux
+			c.Handler = vk.WithAuth(auth, mux)
 			c.NumWorkers = o.workers
 			// Env (status.podIP included) is resolved by vk-cri when the
 			// container starts, as kubelet does.
@@ -208,7 +232,7 @@ func run() error {
 	nodeDone := make(chan error, 1)
 	go func() { nodeDone <- n.Run(ctx) }()
 	klog.InfoS("vk-cri running", "node", o.nodeName, "nodeIP", nodeIP, "kubeletAPI", listen,
-		"clientCA", o.clientCA != "", "cri", o.criEndpoint, "runtime", provider.RuntimeName(), "stateDir", stateDir)
+		"clientCA", o.clientCA != "", "authorization", o.authorizationMode, "anonymous", o.anonymousAuth, "cri", o.criEndpoint, "runtime", provider.RuntimeName(), "stateDir", stateDir)
 	if err := n.WaitReady(ctx, 0); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("node not ready: %w", err)
 	}
@@ -272,25 +296,25 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 }
 
 // listenAddress applies the rule that the kubelet API is never served
-// without authentication beyond loopback: with no client CA, an address
-// without a host becomes 127.0.0.1, and any other non-loopback host is an
-// error.
-func listenAddress(addr string, clientCA bool) (string, error) {
+// open to anyone beyond loopback: when it is (anonymous and AlwaysAllow),
+// an address without a host becomes 127.0.0.1, and any other non-loopback
+// host is an error.
+func listenAddress(addr string, guarded bool) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", fmt.Errorf("--listen-address: %w", err)
 	}
-	if clientCA {
+	if guarded {
 		return addr, nil
 	}
 	if host == "" {
-		klog.InfoS("No --client-ca-file: the kubelet API listens on loopback only", "address", net.JoinHostPort("127.0.0.1", port))
+		klog.InfoS("The kubelet API is open to anyone (anonymous, AlwaysAllow): it listens on loopback only", "address", net.JoinHostPort("127.0.0.1", port))
 		return net.JoinHostPort("127.0.0.1", port), nil
 	}
 	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
 		return addr, nil
 	}
-	return "", fmt.Errorf("--listen-address %s: the kubelet API would be unauthenticated; give --client-ca-file or a loopback address", addr)
+	return "", fmt.Errorf("--listen-address %s: the kubelet API would be open to anyone; turn off --anonymous-auth, use --authorization-mode=Webhook or a loopback address", addr)
 }
 
 // outboundIP is the local address the host uses to reach the API server

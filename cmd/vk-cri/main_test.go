@@ -6,14 +6,14 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// TestListenAddress checks that the kubelet API is never served without
-// authentication beyond loopback.
+// TestListenAddress checks that the kubelet API is never served open to
+// anyone (anonymous, AlwaysAllow) beyond loopback.
 func TestListenAddress(t *testing.T) {
 	for _, tc := range []struct {
-		addr     string
-		clientCA bool
-		want     string
-		err      bool
+		addr    string
+		guarded bool
+		want    string
+		err     bool
 	}{
 		{":10250", false, "127.0.0.1:10250", false},
 		{":10250", true, ":10250", false},
@@ -25,9 +25,9 @@ func TestListenAddress(t *testing.T) {
 		{"localhost:9", false, "localhost:9", false},
 		{"nonsense", false, "", true},
 	} {
-		got, err := listenAddress(tc.addr, tc.clientCA)
+		got, err := listenAddress(tc.addr, tc.guarded)
 		if (err != nil) != tc.err || got != tc.want {
-			t.Errorf("listenAddress(%q, clientCA=%v) = %q, %v; want %q, error %v", tc.addr, tc.clientCA, got, err, tc.want, tc.err)
+			t.Errorf("listenAddress(%q, guarded=%v) = %q, %v; want %q, error %v", tc.addr, tc.guarded, got, err, tc.want, tc.err)
 		}
 	}
 }

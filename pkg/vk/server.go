@@ -29,10 +29,8 @@ import (
 // virtual-kubelet's handlers, exec, attach and port-forward proxied to the
 // runtime (streaming.go).
 //
-// Authentication is the listener's business (TLS client certificates
-// signed by --client-ca-file; see TLSConfig). TODO(issue 7): bearer
-// tokens through TokenReview and authorization through
-// SubjectAccessReview, as kubelet does.
+// It serves anyone who reaches it: the caller puts it behind WithAuth
+// (auth.go), as kubelet puts its server behind its auth filter.
 func (p *Provider) Handler(pods corev1listers.PodLister) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/exec/", p.ServeExec)
@@ -54,8 +52,10 @@ func (p *Provider) Handler(pods corev1listers.PodLister) http.Handler {
 
 // TLSConfig is the kubelet API's TLS: the serving certificate from
 // certFile/keyFile, or a self-signed one for the node's name and IPs
-// (kept under dir so that it survives restarts); client certificates
-// signed by clientCAFile are required when it is given.
+// (kept under dir so that it survives restarts). With clientCAFile,
+// clients are asked for a certificate but not made to give one, as
+// kubelet does: the authenticator (auth.go) verifies it against the CA,
+// and a caller without one may still bring a bearer token.
 func TLSConfig(certFile, keyFile, clientCAFile, dir, nodeName string, ips []string) (*tls.Config, error) {
 	var cert tls.Certificate
 	var err error
@@ -78,7 +78,7 @@ func TLSConfig(certFile, keyFile, clientCAFile, dir, nodeName string, ips []stri
 			return nil, fmt.Errorf("client CA %s: no certificate", clientCAFile)
 		}
 		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		cfg.ClientAuth = tls.RequestClientCert
 	}
 	return cfg, nil
 }

@@ -4,10 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -339,35 +336,6 @@ func TestPodSucceeded(t *testing.T) {
 		sbs := sandboxes(t, string(pod.UID))
 		return len(sbs) == 1 && sbs[0].State.String() == "SANDBOX_NOTREADY", fmt.Sprint(sbs)
 	})
-}
-
-// TestKubeletAPIAuth checks that the kubelet API refuses a client without
-// a certificate signed by --client-ca-file and serves one with it.
-func TestKubeletAPIAuth(t *testing.T) {
-	need(t)
-	url := "https://" + kubeletAddr + "/pods"
-	anon := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	if resp, err := anon.Get(url); err == nil {
-		resp.Body.Close()
-		t.Errorf("GET %s without a client certificate: %s, want refused", url, resp.Status)
-	} else {
-		t.Logf("without a client certificate: %v", err)
-	}
-	cert, err := tls.LoadX509KeyPair(kubeletClient[0], kubeletClient[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	authed := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
-		InsecureSkipVerify: true, Certificates: []tls.Certificate{cert}}}}
-	resp, err := authed.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s with the client certificate: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"kind":"PodList"`) {
-		t.Errorf("GET %s: %s %.200s", url, resp.Status, body)
-	}
 }
 
 // TestRestartAdopts restarts vk-cri under a running pod: the new process
