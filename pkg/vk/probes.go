@@ -78,9 +78,9 @@ func (r probeResult) String() string {
 }
 
 // probeResultHook is called with every probe result (kind "liveness",
-// "readiness" or "startup"; result "success", "failure" or "unknown"), for
-// the metrics' vkcri_probe_results_total.
-var probeResultHook = func(kind, result string) {}
+// "readiness" or "startup"; result "success", "failure" or "unknown"): it
+// counts them in vkcri_probe_results_total (metrics.go).
+var probeResultHook = recordProbe
 
 // probeUserAgent is what kubelet sends (kube-probe/<major>.<minor>).
 const probeUserAgent = "kube-probe/1.37"

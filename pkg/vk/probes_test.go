@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -119,8 +120,9 @@ func TestProbeThresholds(t *testing.T) {
 		}
 	}
 	var counted []string
+	old := probeResultHook
 	probeResultHook = func(kind, result string) { counted = append(counted, kind+"/"+result) }
-	t.Cleanup(func() { probeResultHook = func(string, string) {} })
+	t.Cleanup(func() { probeResultHook = old })
 
 	// Readiness: two successes make it ready, three failures unready.
 	f.steps(probeReadiness, S)
@@ -163,6 +165,23 @@ func TestProbeThresholds(t *testing.T) {
 	}
 	if !slices.Contains(counted, "readiness/unknown") || !slices.Contains(counted, "liveness/failure") || !slices.Contains(counted, "readiness/success") {
 		t.Errorf("results passed to the metrics hook: %v", counted)
+	}
+}
+
+// TestProbeResultsCounted checks that probe results reach the metrics.
+func TestProbeResultsCounted(t *testing.T) {
+	count := func() float64 {
+		m := &dto.Metric{}
+		if err := probeResults.WithLabelValues(ProbeReadiness, ProbeFailure).Write(m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetCounter().GetValue()
+	}
+	before := count()
+	f := newProbeFixture(&v1.Container{Name: "c", ReadinessProbe: execProbe(1, 1)})
+	f.steps(probeReadiness, resultFailure, resultFailure)
+	if got := count() - before; got != 2 {
+		t.Errorf("vkcri_probe_results_total{probe_type=readiness,result=failure} rose by %v, want 2", got)
 	}
 }
 
