@@ -100,6 +100,7 @@ func TestRemote(t *testing.T) {
 		k := newKube(t, h, h.sshURL, sshArgs(h)...)
 		k.scenario()
 		k.tunnelDrop()
+		k.tunnelHang()
 		k.engineAway()
 		k.sweptAfterRestart()
 	})
@@ -198,6 +199,56 @@ func (k *kube) tunnelDrop() {
 	if got := k.exec(c, "echo", "again"); got != "again" {
 		t.Errorf("exec after the tunnel came back: %q", got)
 	}
+	if k.d.Pid() != pid {
+		t.Fatalf("cri-compose was restarted (pid %d, now %d)", pid, k.d.Pid())
+	}
+	k.removePod(id)
+}
+
+// tunnelHang freezes the SSH connection (its sshd processes stopped, the
+// TCP connection open and silent, as when the network drops packets).
+// Nothing fails on its own then: the event stream just hears nothing. The
+// keepalive gives up on the connection, which fails the streams on it,
+// and the next call makes a new one: exec works again while the old
+// connection still hangs, without a restart.
+func (k *kube) tunnelHang() {
+	t := k.t
+	pod := k.podConfig("hang")
+	id := k.run(pod)
+	c := k.create(id, pod, sleeper("app"))
+	k.start(c)
+	pid := k.d.Pid()
+	conns := descendants(k.h.sshd.cmd.Process.Pid)
+	if len(conns) == 0 {
+		t.Fatal("sshd has no connection process to freeze")
+	}
+	for _, p := range conns {
+		_ = syscall.Kill(p, syscall.SIGSTOP)
+	}
+	defer func() {
+		for _, p := range conns {
+			_ = syscall.Kill(p, syscall.SIGCONT)
+		}
+	}()
+	t0 := time.Now()
+	deadline := t0.Add(45 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(k.ctx, 5*time.Second)
+		r, err := k.d.RT.ExecSync(ctx, &runtime.ExecSyncRequest{ContainerId: c, Cmd: []string{"echo", "unfrozen"}, Timeout: 4})
+		cancel()
+		if err == nil && strings.TrimSpace(string(r.GetStdout())) == "unfrozen" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("exec still fails %v after the connection froze: %v\n%s", time.Since(t0), err, k.d.LogTail(20))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("tunnel hung: exec works again over a new connection %v after the freeze", time.Since(t0).Round(time.Millisecond))
+	if !strings.Contains(k.d.Log(), "keepalive unanswered") {
+		t.Errorf("cri-compose's log does not say the keepalive gave up on the frozen connection")
+	}
+	k.waitReady(true, 30*time.Second)
 	if k.d.Pid() != pid {
 		t.Fatalf("cri-compose was restarted (pid %d, now %d)", pid, k.d.Pid())
 	}
