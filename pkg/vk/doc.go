@@ -12,6 +12,11 @@
 //   - sandbox.go, containers.go, env.go, volumes.go, images.go: what the
 //     worker asks the runtime for (sandbox and container configs, env,
 //     files on disk, image pulls).
+//   - volumes_projected.go, token.go, atomic_writer.go, volumes_watch.go:
+//     projected volumes and service account tokens (TokenRequest, refreshed
+//     as kubelet does), kubelet's atomic-writer layout, and the informer
+//     hooks that bring configMap and secret changes to running pods.
+//   - env_services.go: service link variables (enableServiceLinks).
 //   - restart.go: kubelet's restart policy and crash-loop back-off.
 //   - status.go: CRI state → v1.PodStatus, a pure function.
 //   - events.go: the runtime's container event stream (or a relist) that
