@@ -37,7 +37,10 @@ func TestDemo(t *testing.T) {
 		t.Skip("the demo of `make demo` (-demo)")
 	}
 	need(t)
-	ctx := context.Background()
+	// Ctrl-C (or SIGTERM) ends the demo at any step; the test's and the
+	// suite's clean-ups then run.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	out := os.Stdout
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 
@@ -96,6 +99,9 @@ func TestDemo(t *testing.T) {
 	start = time.Now()
 	var p *v1.Pod
 	waitFor(t, "the demo pod Running and Ready", 2*time.Minute, func() (bool, string) {
+		if ctx.Err() != nil {
+			t.Fatal("interrupted")
+		}
 		p = getPod(t, ns, pod.Name)
 		return p.Status.Phase == v1.PodRunning && condition(p, v1.PodReady) == v1.ConditionTrue && p.Status.PodIP != "", podSummary(p)
 	})
@@ -103,6 +109,11 @@ func TestDemo(t *testing.T) {
 
 	kubeconfig := filepath.Join(runDir, "kubeconfig")
 	criEndpoint := "unix://" + criSock
+	// crictl reads /etc/crictl.yaml (or warns); this one names the socket.
+	crictlConfig := filepath.Join(runDir, "crictl.yaml")
+	if err := os.WriteFile(crictlConfig, []byte("runtime-endpoint: "+criEndpoint+"\nimage-endpoint: "+criEndpoint+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	run := func(env []string, bin string, args ...string) {
 		shown := filepath.Base(bin)
 		switch {
@@ -122,7 +133,7 @@ func TestDemo(t *testing.T) {
 	}
 	kubeEnv := append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	run(kubeEnv, kubectl, "get", "pods", "-o", "wide", "-n", ns)
-	run(os.Environ(), crictl, "--runtime-endpoint", criEndpoint, "pods")
+	run(os.Environ(), crictl, "--config", crictlConfig, "pods")
 	run(toolcache.DockerEnv(dockerConfig), "docker", "compose", "ls")
 	run(kubeEnv, kubectl, "logs", "-n", ns, pod.Name, "-c", "hello")
 	// The pod's address is on cri-compose's Docker network, which the host
@@ -141,20 +152,18 @@ Try, in another terminal:
   %s get pods -A -o wide
   %s logs -n %s %s -c hello -f
   %s exec -n %s %s -c web -- wget -qO- localhost:8080
-  %s --runtime-endpoint %s ps
+  %s --config %s ps
   DOCKER_CONFIG=%s docker compose ls
   docker ps --filter label=com.docker.compose.project`,
 		nodeName, criEndpoint, kubeconfig, kubectl, kubectl, ns, pod.Name, kubectl, ns, pod.Name,
-		crictl, criEndpoint, dockerConfig)
+		crictl, crictlConfig, dockerConfig)
 
 	if os.Getenv("DEMO_KEEP") == "0" {
 		say("\nDEMO_KEEP=0: tearing everything down.")
 		return
 	}
 	say("\nPress Ctrl-C to stop it all (the pods, vk-cri, cri-compose and the control plane) and clean up.")
-	sig, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	<-sig.Done()
+	<-ctx.Done()
 	say("\nStopping: deleting the pods, then vk-cri, cri-compose and the control plane...")
 }
 
