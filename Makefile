@@ -31,7 +31,6 @@ help:
 	@echo 'make bench-smoke  the same benchmarks, small (a few minutes)'
 	@echo 'make bench-remote pod start over ssh, tcp+TLS and the local socket of one engine'
 	@echo 'make bench-vk  pod create -> Running on the virtual node (vk-cri), 50 at once and one at a time'
-	@echo 'make bench-vk  pod create -> Running on the virtual node (vk-cri), 50 at once and one at a time'
 	@echo 'make pause     rebuild pkg/pause/pause.bin from cmd/pause (commit the result)'
 	@echo 'make install   binaries, systemd units, example configs (PREFIX=$(PREFIX), DESTDIR=)'
 	@echo 'make verify-install  install into a temp DESTDIR and systemd-analyze verify the units'
@@ -120,16 +119,7 @@ bench-remote: ensure-docker ensure-tools
 BENCH_VK_PODS ?= 50
 .PHONY: bench-vk
 bench-vk: ensure-docker ensure-tools
-	cd test/vk && GOWORK=off $(GO) test -count=1 -run '^$$' -bench BenchmarkPodStartup -benchtime 1x -timeout 60m . -args -bench.pods=$(BENCH_VK_PODS)
-
-# Pod create -> Running+Ready on the virtual node (test/vk's set-up: real
-# kube-apiserver, cri-compose, vk-cri), 50 pods at once and one at a time,
-# p50/p99 as seen by a watch (BENCHMARKS.md, "Virtual node").
-# BENCH_VK_PODS sets the pods per round.
-BENCH_VK_PODS ?= 50
-.PHONY: bench-vk
-bench-vk: ensure-docker ensure-tools
-	cd test/vk && GOWORK=off $(GO) test -count=1 -run '^$$' -bench BenchmarkPodStartup -benchtime 1x -timeout 60m . -args -bench.pods=$(BENCH_VK_PODS)
+	cd test/vk && VK_E2E_RACE=0 GOWORK=off $(GO) test -count=1 -run '^$$' -bench BenchmarkPodStartup -benchtime 1x -timeout 60m . -args -bench.pods=$(BENCH_VK_PODS)
 
 clean:
 	rm -rf bin/
