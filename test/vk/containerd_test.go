@@ -251,7 +251,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   disable_apparmor = true
-  # The host's bounding set lacks CAP_SYS_RESOURCE: no negative oom_score_adj.
+  # Without it, on hosts whose bounding set lacks CAP_SYS_RESOURCE (such as
+  # ours), every sandbox fails: runc cannot set the pause container's -998
+  # ("can't get final child's PID from pipe: EOF").
   restrict_oom_score_adj = true
   # Network namespaces under state, not /var/run/netns.
   netns_mounts_under_state_dir = true
@@ -260,6 +262,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
+      # runc's state too (default /run/containerd/runc). The shims'
+      # sockets stay in /run/containerd/s: containerd 1.6 has no setting for
+      # it; their names hash this containerd's address, so none is shared.
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        Root = ` + q(filepath.Join(dir, "runc")) + `
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = ` + q(cniBin) + `
     conf_dir = ` + q(filepath.Join(dir, "net.d")) + `
