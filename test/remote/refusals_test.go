@@ -40,7 +40,7 @@ func refusals(t *testing.T, h *host) {
 		{"ssh", h.sshURL, dockerapi.Endpoint{SSH: good}, ""},
 		{"ssh unknown host key", h.sshURL, dockerapi.Endpoint{SSH: dockerapi.SSHConfig{KnownHostsFile: empty, IdentityFiles: []string{h.identity}}}, "key is unknown"},
 		{"ssh unknown host key, allowed", h.sshURL, dockerapi.Endpoint{SSH: dockerapi.SSHConfig{KnownHostsFile: empty, InsecureIgnoreHostKey: true, IdentityFiles: []string{h.identity}}}, ""},
-		{"ssh key not authorized", h.sshURL, dockerapi.Endpoint{SSH: dockerapi.SSHConfig{KnownHostsFile: h.knownHost, IdentityFiles: []string{filepath.Join(h.sshd.dir, "host_ed25519")}}}, "unable to authenticate"},
+		{"ssh key not authorized", h.sshURL, dockerapi.Endpoint{SSH: dockerapi.SSHConfig{KnownHostsFile: h.knownHost, IdentityFiles: []string{filepath.Join(h.sshd.Dir, "host_ed25519")}}}, "unable to authenticate"},
 		{"ssh no engine at that path", strings.TrimSuffix(h.sshURL, h.pe.Sock()) + "/nonexistent/docker.sock", dockerapi.Endpoint{SSH: good}, "open failed"},
 		{"tls", h.tlsURL, dockerapi.Endpoint{CertPath: h.clientDir}, ""},
 		{"tls client cert from another CA", h.tlsURL, dockerapi.Endpoint{CertPath: h.rogueDir}, "certificate"},

@@ -35,6 +35,7 @@ import (
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 	"github.com/cri-compose/cri-compose/test/daemon"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/sshhost"
 )
 
 func TestMain(m *testing.M) { os.Exit(daemon.Main(m)) }
@@ -81,9 +82,7 @@ func newKube(t testing.TB, h *host, endpoint string, args ...string) *kube {
 	return &kube{t: t, h: h, d: d, eng: eng, ctx: ctx, ns: ns}
 }
 
-func sshArgs(h *host) []string {
-	return []string{"--ssh-known-hosts", h.knownHost, "--ssh-identity-file", h.identity}
-}
+func sshArgs(h *host) []string { return h.sshd.ClientArgs() }
 
 // TestRemote runs the remote-host scenario over tcp+TLS and over ssh, then
 // the faults over ssh: the tunnel dropped, the engine stopped.
@@ -181,7 +180,7 @@ func (k *kube) tunnelDrop() {
 	pid := k.d.Pid()
 
 	t0 := time.Now()
-	k.h.sshd.stop()
+	k.h.sshd.Stop()
 	k.waitReady(false, 30*time.Second)
 	t.Logf("tunnel dropped: not ready after %v", time.Since(t0).Round(time.Millisecond))
 	_, err := k.d.RT.RunPodSandbox(k.ctx, &runtime.RunPodSandboxRequest{Config: k.podConfig("never")})
@@ -193,7 +192,7 @@ func (k *kube) tunnelDrop() {
 		t.Errorf("ExecSync without the tunnel: %v (%v), want Unavailable", code, err)
 	}
 	t1 := time.Now()
-	k.h.sshd.start()
+	k.h.sshd.Start()
 	k.waitReady(true, 30*time.Second)
 	t.Logf("tunnel back: ready after %v", time.Since(t1).Round(time.Millisecond))
 	if got := k.exec(c, "echo", "again"); got != "again" {
@@ -218,7 +217,7 @@ func (k *kube) tunnelHang() {
 	c := k.create(id, pod, sleeper("app"))
 	k.start(c)
 	pid := k.d.Pid()
-	conns := descendants(k.h.sshd.cmd.Process.Pid)
+	conns := sshhost.Descendants(k.h.sshd.Pid())
 	if len(conns) == 0 {
 		t.Fatal("sshd has no connection process to freeze")
 	}
