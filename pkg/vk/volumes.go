@@ -66,10 +66,10 @@ func setUpVolumes(dir string, pod *v1.Pod, src objectSource) (map[string]volume,
 func setUpVolume(dir string, pod *v1.Pod, v *v1.Volume, src objectSource) (volume, error) {
 	path := func(plugin string) string { return filepath.Join(dir, "volumes", plugin, v.Name) }
 	switch {
+	case v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumMemory:
+		p := path("empty-dir")
+		return volume{hostPath: p}, setUpMemoryDir(p, pod, v.EmptyDir, allocatableOf(src))
 	case v.EmptyDir != nil:
-		// TODO(issue 7): medium Memory as a tmpfs. It needs mount
-		// rights on the runtime's host; a disk folder keeps such pods
-		// working meanwhile.
 		p := path("empty-dir")
 		if err := os.MkdirAll(p, 0o777); err != nil {
 			return volume{}, err
@@ -326,10 +326,13 @@ func checkHostPath(h *v1.HostPathVolumeSource) error {
 }
 
 // removePodDir deletes what setUpVolumes and the workers wrote for a pod.
-// Nothing there is mounted on the host itself (the runtime's bind mounts
-// end with the containers), so a plain RemoveAll is enough; a busy
-// mount point (EBUSY) is reported.
+// Only memory emptyDirs are mounted on the host itself (the runtime's bind
+// mounts end with the containers): they are unmounted first; a busy mount
+// point (EBUSY) is reported.
 func removePodDir(dir string) error {
+	if err := unmountMemoryDirs(dir); err != nil {
+		return err
+	}
 	err := os.RemoveAll(dir)
 	if errors.Is(err, syscall.EBUSY) {
 		return fmt.Errorf("remove %s: still mounted: %w", dir, err)

@@ -3,6 +3,7 @@ package vk_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -107,8 +109,10 @@ func TestProjectedVolume(t *testing.T) {
 		{Name: "proj", MountPath: "/etc/proj"},
 		{Name: "plain", MountPath: "/etc/plain"},
 		{Name: "plain", MountPath: "/etc/sub-a", SubPath: "a"},
+		{Name: "mem", MountPath: "/mem"},
 		apiMount,
 	}
+	memLimit := resource.MustParse("32Mi")
 	grace := int64(2)
 	pod := createPod(t, &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "proj", Namespace: ns, Labels: map[string]string{"app": "proj"}},
@@ -128,6 +132,7 @@ func TestProjectedVolume(t *testing.T) {
 					{ServiceAccountToken: &v1.ServiceAccountTokenProjection{Audience: "vk-e2e", ExpirationSeconds: &exp, Path: "token"}},
 				}}}},
 				{Name: "plain", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "cfg"}}}},
+				{Name: "mem", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory, SizeLimit: &memLimit}}},
 				apiVol,
 			},
 		},
@@ -144,6 +149,10 @@ func TestProjectedVolume(t *testing.T) {
 		if got := read(path); got != want {
 			t.Errorf("%s = %q, want %q", path, got, want)
 		}
+	}
+	// The memory emptyDir is a tmpfs of the sizeLimit.
+	if m := execIn(t, p, "main", "grep", " /mem ", "/proc/mounts"); !strings.HasPrefix(m, "tmpfs /mem tmpfs") || !strings.Contains(m, "size=32768k") {
+		t.Errorf("/mem is not a 32Mi tmpfs: %q", m)
 	}
 	// kubelet's layout: the names are links into ..data.
 	if ls := execIn(t, p, "main", "ls", "-a", "/etc/proj"); !strings.Contains(ls, "..data") {
@@ -220,6 +229,19 @@ func TestProjectedVolume(t *testing.T) {
 	waitFor(t, "label update in the container", 15*time.Second, func() (bool, string) {
 		a, err := tryExec(p, "main", "cat", "/etc/proj/labels")
 		return a == `app="proj2"`, fmt.Sprintf("%q (%v)", a, err)
+	})
+
+	// Deleted, the pod leaves no tmpfs mounted on the host.
+	if err := core.Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "pod gone", 60*time.Second, func() (bool, string) {
+		_, err := core.Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	waitFor(t, "the pod's tmpfs unmounted", 10*time.Second, func() (bool, string) {
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		return err == nil && !strings.Contains(string(b), string(p.UID)), fmt.Sprint(err)
 	})
 }
 

@@ -1,0 +1,111 @@
+package vk
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sys/unix"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
+)
+
+// emptyDir with medium Memory is a tmpfs mounted on the volume's folder,
+// as kubelet makes it; the runtime bind-mounts the folder, so the
+// container sees the tmpfs. Mounting needs CAP_SYS_ADMIN on this host:
+// without it the volume is a disk folder (the pod still runs), said once
+// in the log.
+
+var tmpfsRefused sync.Once
+
+// setUpMemoryDir mounts a tmpfs of the pod's size on p unless one is
+// there already (a second pass, or vk-cri restarted).
+func setUpMemoryDir(p string, pod *v1.Pod, v *v1.EmptyDirVolumeSource, alloc v1.ResourceList) error {
+	if err := os.MkdirAll(p, 0o777); err != nil {
+		return err
+	}
+	if mounted, err := isMountPoint(p); err != nil || mounted {
+		return err
+	}
+	opts := "mode=0777"
+	if size := memoryDirSize(pod, v.SizeLimit, alloc); size > 0 {
+		opts += fmt.Sprintf(",size=%d", size)
+	}
+	err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts)
+	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+		tmpfsRefused.Do(func() {
+			klog.InfoS("Cannot mount tmpfs here; emptyDir volumes of medium Memory are disk folders", "err", err)
+		})
+		return os.Chmod(p, 0o777)
+	}
+	if err != nil {
+		return fmt.Errorf("mount tmpfs on %s: %w", p, err)
+	}
+	return nil
+}
+
+// memoryDirSize is kubelet's size for a memory-backed emptyDir: the pod's
+// memory limit (the node's allocatable memory when a container has none),
+// capped by the volume's sizeLimit.
+func memoryDirSize(pod *v1.Pod, sizeLimit *resource.Quantity, alloc v1.ResourceList) int64 {
+	size := alloc.Memory().Value()
+	var sum, initMax int64
+	limited := true
+	for _, c := range pod.Spec.Containers {
+		q, ok := c.Resources.Limits[v1.ResourceMemory]
+		limited = limited && ok
+		sum += q.Value()
+	}
+	for _, c := range pod.Spec.InitContainers {
+		if q, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
+			initMax = max(initMax, q.Value())
+		}
+	}
+	if limited && len(pod.Spec.Containers) > 0 {
+		size = max(sum, initMax)
+	}
+	if sizeLimit != nil && sizeLimit.Value() > 0 && (size == 0 || sizeLimit.Value() < size) {
+		size = sizeLimit.Value()
+	}
+	return size
+}
+
+// isMountPoint tells whether p is the root of a mount (it sits on another
+// device than its parent).
+func isMountPoint(p string) (bool, error) {
+	var st, parent unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return false, err
+	}
+	if err := unix.Lstat(filepath.Dir(p), &parent); err != nil {
+		return false, err
+	}
+	return st.Dev != parent.Dev, nil
+}
+
+// unmountMemoryDirs unmounts the tmpfs volumes under a pod's folder, so
+// that it can be removed.
+func unmountMemoryDirs(dir string) error {
+	entries, err := os.ReadDir(filepath.Join(dir, "volumes", "empty-dir"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		p := filepath.Join(dir, "volumes", "empty-dir", e.Name())
+		if mounted, err := isMountPoint(p); err == nil && mounted {
+			// Detached: a container still holding it does not keep the
+			// pod's folder from going.
+			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
