@@ -96,8 +96,10 @@ func (p *Provider) ConfigureNode(ctx context.Context, n *v1.Node, nc NodeConfig)
 	n.Status.DaemonEndpoints.KubeletEndpoint.Port = nc.KubeletPort
 	n.Status.Phase = v1.NodeRunning
 	now := metav1.NewTime(p.clock.Now())
+	ready := readyCondition(st, err, now)
+	p.noteRuntimeReady(ready)
 	n.Status.Conditions = []v1.NodeCondition{
-		readyCondition(st, err, now),
+		ready,
 		{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, Reason: "KubeletHasSufficientMemory",
 			Message: "kubelet has sufficient memory available", LastHeartbeatTime: now, LastTransitionTime: now},
 		{Type: v1.NodeDiskPressure, Status: v1.ConditionFalse, Reason: "KubeletHasNoDiskPressure",
@@ -204,6 +206,7 @@ func (p *Provider) setReady(c v1.NodeCondition) {
 	}
 	n = n.DeepCopy()
 	p.node.mu.Unlock()
+	p.noteRuntimeReady(c)
 	if changed && cb != nil {
 		klog.InfoS("Node Ready condition", "status", c.Status, "reason", c.Reason, "message", c.Message)
 		cb(n)

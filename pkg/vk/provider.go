@@ -76,6 +76,9 @@ type Provider struct {
 
 	node    nodeState
 	nodeCPU nodeCPU // last node CPU sample (stats.go)
+	// runtimeDown: the node's Ready condition is False (the runtime is
+	// unreachable or not ready); its pods are not Ready then (unseen.go).
+	runtimeDown atomic.Bool
 }
 
 // New makes a provider; Run starts it.

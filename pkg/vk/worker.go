@@ -220,6 +220,8 @@ func (w *podWorker) pass(parent context.Context) (done bool) {
 		w.syncProbes(parent, pod, obs)
 		w.forgetKills(obs)
 		w.report(obs, false)
+	} else if w.p.runtimeDown.Load() {
+		w.reportUnseen()
 	}
 	return false
 }
@@ -240,6 +242,11 @@ func (w *podWorker) report(obs *observation, terminated bool) {
 		terminated: terminated, startTime: start, now: w.p.clock.Now(),
 		probe: w.probes.state,
 	})
+	if w.p.runtimeDown.Load() && !terminated {
+		// What the runtime still answers may be stale (cri-compose
+		// answers lists from its store while the engine is away).
+		markUnseen(&st, &pod.Status, w.p.clock.Now())
+	}
 	w.mu.Lock()
 	changed := w.status == nil || !equality.Semantic.DeepEqual(*w.status, st)
 	w.status = &st
@@ -252,6 +259,28 @@ func (w *podWorker) report(obs *observation, terminated bool) {
 	if changed {
 		pod.Status = st
 		klog.V(3).InfoS("Pod status", "pod", klog.KObj(pod), "phase", st.Phase, "podIP", st.PodIP)
+		w.p.notifyPod(pod)
+	}
+}
+
+// reportUnseen reports the last status, not Ready (markUnseen), when the
+// runtime cannot be reached to read the pod's state.
+func (w *podWorker) reportUnseen() {
+	w.mu.Lock()
+	if w.status == nil {
+		w.mu.Unlock()
+		return
+	}
+	prev := w.status
+	st := prev.DeepCopy()
+	markUnseen(st, prev, w.p.clock.Now())
+	changed := !equality.Semantic.DeepEqual(*prev, *st)
+	w.status = st
+	pod := w.spec.DeepCopy()
+	w.mu.Unlock()
+	if changed {
+		pod.Status = *st
+		klog.V(2).InfoS("Pod not Ready: the runtime cannot be reached", "pod", klog.KObj(pod))
 		w.p.notifyPod(pod)
 	}
 }
