@@ -160,7 +160,8 @@ install: build
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/cri-compose
 	install -m 0755 bin/cri-compose $(DESTDIR)$(BINDIR)/cri-compose
 	sed 's|@BINDIR@|$(BINDIR)|g' deploy/systemd/cri-compose.service >$(DESTDIR)$(UNITDIR)/cri-compose.service
-	chmod 0644 $(DESTDIR)$(UNITDIR)/cri-compose.service
+	sed 's|@BINDIR@|$(BINDIR)|g' deploy/systemd/cri-compose@.service >$(DESTDIR)$(UNITDIR)/cri-compose@.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/cri-compose.service $(DESTDIR)$(UNITDIR)/cri-compose@.service
 	@set -e; keep() { if [ -e "$$2" ]; then echo "keeping $$2"; else install -m "$$3" "$$1" "$$2"; echo "installed $$2"; fi; }; \
 	keep deploy/config/config.yaml $(DESTDIR)$(SYSCONFDIR)/cri-compose/config.yaml 0644; \
 	keep deploy/config/crictl.yaml $(DESTDIR)$(SYSCONFDIR)/crictl.yaml 0644; \
@@ -168,7 +169,8 @@ install: build
 		install -d $(DESTDIR)$(SYSCONFDIR)/vk-cri; \
 		install -m 0755 bin/vk-cri $(DESTDIR)$(BINDIR)/vk-cri; \
 		sed 's|@BINDIR@|$(BINDIR)|g' deploy/systemd/vk-cri.service >$(DESTDIR)$(UNITDIR)/vk-cri.service; \
-		chmod 0644 $(DESTDIR)$(UNITDIR)/vk-cri.service; \
+		sed 's|@BINDIR@|$(BINDIR)|g' deploy/systemd/vk-cri@.service >$(DESTDIR)$(UNITDIR)/vk-cri@.service; \
+		chmod 0644 $(DESTDIR)$(UNITDIR)/vk-cri.service $(DESTDIR)$(UNITDIR)/vk-cri@.service; \
 		keep deploy/config/vk-cri.env $(DESTDIR)$(SYSCONFDIR)/vk-cri/vk-cri.env 0640; \
 	fi
 	@echo 'next: systemctl daemon-reload && systemctl enable --now cri-compose (and vk-cri once /etc/vk-cri/vk-cri.env names a kubeconfig)'
@@ -181,7 +183,7 @@ install: build
 verify-install:
 	@set -e; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(MAKE) --no-print-directory install DESTDIR=$$tmp >/dev/null; \
-	for f in $(BINDIR)/cri-compose $(UNITDIR)/cri-compose.service $(SYSCONFDIR)/cri-compose/config.yaml $(SYSCONFDIR)/crictl.yaml; do \
+	for f in $(BINDIR)/cri-compose $(UNITDIR)/cri-compose.service $(UNITDIR)/cri-compose@.service $(SYSCONFDIR)/cri-compose/config.yaml $(SYSCONFDIR)/crictl.yaml; do \
 		test -e "$$tmp$$f" || { echo "verify-install: $$f not installed"; exit 1; }; \
 	done; \
 	"$$tmp$(BINDIR)/cri-compose" version; \
@@ -190,7 +192,7 @@ verify-install:
 	fi; \
 	mkdir "$$tmp/verify"; units=; \
 	for u in deploy/systemd/*.service; do \
-		b="$$tmp$(BINDIR)/$$(basename "$$u" .service)"; \
+		n=$$(basename "$$u" .service); b="$$tmp$(BINDIR)/$${n%@}"; \
 		if [ ! -x "$$b" ]; then printf '#!/bin/sh\nexit 0\n' >"$$b"; chmod 0755 "$$b"; echo "verify-install: $${b##*/} not built: its unit is checked against a stand-in"; fi; \
 		v="$$tmp/verify/$${u##*/}"; sed "s|@BINDIR@|$$tmp$(BINDIR)|g" "$$u" >"$$v"; units="$$units $$v"; \
 	done; \
