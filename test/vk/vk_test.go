@@ -121,6 +121,11 @@ while true; do sleep 1; done`)
 		{Name: "work", MountPath: "/work"}, {Name: "podinfo", MountPath: "/etc/podinfo"},
 	}
 	sidecar := busybox("sidecar", `trap 'exit 0' TERM; i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.3; done`)
+	// Probes (probes.go): Ready waits for main's readiness probe, which
+	// needs what the init container wrote; the sidecar's liveness probe
+	// must not restart it.
+	main.ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"cat", "/work/init.txt"}}}, PeriodSeconds: 1}
+	sidecar.LivenessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 1}
 	init := busybox("init", `echo init-ran > /work/init.txt`)
 	init.VolumeMounts = []v1.VolumeMount{{Name: "work", MountPath: "/work"}}
 	pod := createPod(t, &v1.Pod{
