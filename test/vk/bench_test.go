@@ -2,13 +2,19 @@ package vk_test
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +55,7 @@ func BenchmarkPodStartup(b *testing.B) {
 			b.ReportMetric(lat[len(lat)-1].Seconds(), "max-s")
 			fmt.Fprintf(os.Stderr, "virtual node %s: %d pods, create -> Running+Ready p50 %.3fs p99 %.3fs max %.3fs\n",
 				mode, len(lat), pct(0.50), pct(0.99), lat[len(lat)-1].Seconds())
+			printCRILatency(b)
 		})
 	}
 }
@@ -176,4 +183,43 @@ func removeNamespacePods(b *testing.B, ns string) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	b.Errorf("pods of %s not removed after 5 min", ns)
+}
+
+// printCRILatency prints vk-cri's mean CRI call latency by method so far
+// (its /metrics, vkcri_cri_request_duration_seconds): where a pod's start
+// spends its time, runtime or vk-cri.
+func printCRILatency(b *testing.B) {
+	cert, err := tls.LoadX509KeyPair(kubeletClient[0], kubeletClient[1])
+	if err != nil {
+		b.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		Certificates: []tls.Certificate{cert}, InsecureSkipVerify: true}}} // the serving certificate is not measured here
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Get("https://" + kubeletAddr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lines []string
+	for _, m := range mfs["vkcri_cri_request_duration_seconds"].GetMetric() {
+		h := m.GetHistogram()
+		if h.GetSampleCount() == 0 {
+			continue
+		}
+		method := ""
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "method" {
+				method = l.GetValue()
+			}
+		}
+		lines = append(lines, fmt.Sprintf("  %-22s %6d calls, mean %7.1f ms", method, h.GetSampleCount(), 1000*h.GetSampleSum()/float64(h.GetSampleCount())))
+	}
+	slices.Sort(lines)
+	fmt.Fprintf(os.Stderr, "vk-cri CRI calls since it started:\n%s\n", strings.Join(lines, "\n"))
 }
