@@ -2,12 +2,15 @@ package vk
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
 // TestWorkerRuntimeUnreachable: while the node's runtime is down, a running
@@ -71,5 +74,35 @@ func TestWorkerRuntimeUnreachable(t *testing.T) {
 	w.pass(context.Background())
 	if st := e.last(t).Status; condition(st, v1.PodReady) != v1.ConditionTrue || !containerStatus(st, "a").Ready {
 		t.Errorf("runtime back: Ready %s, a ready %v", condition(st, v1.PodReady), containerStatus(st, "a").Ready)
+	}
+}
+
+// TestReadyCondition: the node is not Ready when the runtime cannot be
+// reached at all (cri-compose gone) or says its runtime or network is not
+// ready (cri-compose up, its engine gone).
+func TestReadyCondition(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st := func(rt, nw bool) *runtimeapi.StatusResponse {
+		return &runtimeapi.StatusResponse{Status: &runtimeapi.RuntimeStatus{Conditions: []*runtimeapi.RuntimeCondition{
+			{Type: runtimeapi.RuntimeReady, Status: rt, Reason: "EngineUnavailable", Message: "ping engine: connection refused"},
+			{Type: runtimeapi.NetworkReady, Status: nw},
+		}}}
+	}
+	for _, tc := range []struct {
+		name string
+		st   *runtimeapi.StatusResponse
+		err  error
+		want v1.ConditionStatus
+		msg  string
+	}{
+		{"ready", st(true, true), nil, v1.ConditionTrue, "posting ready"},
+		{"cri-compose gone", nil, status.Error(codes.Unavailable, "connection refused"), v1.ConditionFalse, "container runtime is down"},
+		{"engine gone", st(false, false), nil, v1.ConditionFalse, "RuntimeReady=false reason:EngineUnavailable"},
+		{"network gone", st(true, false), nil, v1.ConditionFalse, "NetworkReady=false"},
+	} {
+		c := readyCondition(tc.st, tc.err, now)
+		if c.Type != v1.NodeReady || c.Status != tc.want || !strings.Contains(c.Message, tc.msg) {
+			t.Errorf("%s: %s=%s %q, want %s and a message with %q", tc.name, c.Type, c.Status, c.Message, tc.want, tc.msg)
+		}
 	}
 }
