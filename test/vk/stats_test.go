@@ -198,7 +198,8 @@ func containerStats(p statsv1alpha1.PodStats, name string) *statsv1alpha1.Contai
 }
 
 // TestVKMetrics: vk-cri's own metrics at the kubelet API's /metrics move
-// with one pod's lifecycle.
+// with one pod's lifecycle (a pod with a readiness probe, created, Ready,
+// deleted, gone).
 func TestVKMetrics(t *testing.T) {
 	need(t)
 	counter := func(mfs map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
@@ -218,10 +219,11 @@ func TestVKMetrics(t *testing.T) {
 	before := scrape(t, "/metrics")
 
 	ns := namespace(t)
+	main := busybox("main", "sleep 3600")
+	main.ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 1}
 	pod := createPod(t, &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "lifecycle", Namespace: ns},
-		Spec: v1.PodSpec{Containers: []v1.Container{busybox("main", "sleep 3600")},
-			TerminationGracePeriodSeconds: new(int64)},
+		Spec:       v1.PodSpec{Containers: []v1.Container{main}, TerminationGracePeriodSeconds: new(int64)},
 	})
 	waitFor(t, "pod Running", 2*time.Minute, func() (bool, string) {
 		p := getPod(t, ns, pod.Name)
@@ -244,6 +246,7 @@ func TestVKMetrics(t *testing.T) {
 		{"vkcri_cri_requests_total", map[string]string{"method": "StartContainer", "code": "OK"}},
 		{"vkcri_cri_requests_total", map[string]string{"method": "StopPodSandbox", "code": "OK"}},
 		{"vkcri_cri_requests_total", map[string]string{"method": "RemovePodSandbox", "code": "OK"}},
+		{"vkcri_probe_results_total", map[string]string{"probe_type": "readiness", "result": "success"}},
 	} {
 		if b, a := counter(before, c.name, c.labels), counter(after, c.name, c.labels); a <= b {
 			t.Errorf("%s%v did not move: %v before, %v after", c.name, c.labels, b, a)
