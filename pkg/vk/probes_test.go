@@ -588,3 +588,49 @@ func TestFallbackToLogs(t *testing.T) {
 		t.Errorf("succeeded container got %q", msg)
 	}
 }
+
+// TestHookActions runs httpGet and sleep lifecycle handlers: an httpGet
+// hook goes to the pod's IP and fails only when the request does; a sleep
+// hook waits its seconds on the clock, or until its deadline.
+func TestHookActions(t *testing.T) {
+	hits := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits++
+		http.Error(w, "status does not count", http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	pod := testPod()
+	e, w, _ := probeEnv(t, pod)
+	w.status = &v1.PodStatus{PodIP: "127.0.0.1"}
+	c := &pod.Spec.Containers[0]
+	get := &v1.LifecycleHandler{HTTPGet: &v1.HTTPGetAction{Path: "/hook", Port: intstr.FromInt32(int32(port))}}
+	if _, err := w.runHook(context.Background(), pod, c, "cid", get); err != nil || hits != 1 {
+		t.Fatalf("httpGet hook: err %v, %d requests", err, hits)
+	}
+	srv.Close()
+	if _, err := w.runHook(context.Background(), pod, c, "cid", get); err == nil {
+		t.Fatal("httpGet hook to a closed server succeeded")
+	}
+
+	sleep := &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: 5}}
+	done := make(chan error, 1)
+	go func() { _, err := w.runHook(context.Background(), pod, c, "cid", sleep); done <- err }()
+	for !e.clock.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("sleep hook returned before its time: %v", err)
+	default:
+	}
+	e.clock.Step(5 * time.Second)
+	if err := <-done; err != nil {
+		t.Fatalf("sleep hook: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := w.runHook(ctx, pod, c, "cid", sleep); err == nil {
+		t.Fatal("sleep hook outlived its context")
+	}
+}
