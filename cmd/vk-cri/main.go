@@ -93,7 +93,7 @@ func run() error {
 	fs.StringVar(&o.clientCA, "client-ca-file", "", "CA whose client certificates authenticate to the kubelet API (the API server's --kubelet-client-certificate); user = CN, groups = O")
 	fs.BoolVar(&o.tokenWebhook, "authentication-token-webhook", true, "authenticate bearer tokens to the kubelet API through TokenReview (cached 2 min)")
 	fs.BoolVar(&o.anonymousAuth, "anonymous-auth", false, "let requests without credentials to the kubelet API through as system:anonymous (otherwise 401)")
-	fs.StringVar(&o.authorizationMode, "authorization-mode", vk.AuthzWebhook, "kubelet API authorization: Webhook (SubjectAccessReview on nodes/proxy, nodes/log, nodes/stats, nodes/metrics; cached 5 min allowed, 30 s denied) or AlwaysAllow")
+	fs.StringVar(&o.authorizationMode, "authorization-mode", vk.AuthzWebhook, "kubelet API authorization: Webhook (SubjectAccessReview on nodes/<subresource> as kubelet's: proxy, pods, log, stats, metrics, healthz; cached 5 min allowed, 30 s denied) or AlwaysAllow")
 	fs.BoolVar(&o.rotateServerCerts, "rotate-server-certificates", false, "request the kubelet API's serving certificate from the cluster (CSR, signer kubernetes.io/kubelet-serving; someone must approve it) and renew it before it expires; until it is issued the self-signed (or --tls-cert-file) one is served")
 	fs.StringVar(&o.clusterDNS, "cluster-dns", "", "cluster DNS servers for dnsPolicy ClusterFirst, comma-separated (none: ClusterFirst acts as Default)")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "cluster domain")

@@ -1,15 +1,19 @@
 package vk
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
@@ -64,10 +68,8 @@ type kubeletAuth struct {
 // NewAuth builds the kubelet API's authenticator and authorizer from
 // k8s.io/apiserver's delegating ones, as kubelet does (cmd/kubelet's
 // BuildAuth), with kubelet's cache times. The request attributes are
-// virtual-kubelet's nodeutil.NodeRequestAttr, which are kubelet's: resource
-// nodes, name = the node, verb from the HTTP method, subresource stats,
-// metrics or log by path, and proxy for everything else (pods, logs of
-// containers, exec, attach, port-forward).
+// kubelet's (kubeletAttrs): resource nodes, name = the node, verb from the
+// HTTP method, a subresource from the path.
 func NewAuth(client kubernetes.Interface, nodeName string, c AuthConfig) (nodeutil.Auth, error) {
 	authn := authenticatorfactory.DelegatingAuthenticatorConfig{
 		Anonymous:                &apiserver.AnonymousAuthConfig{Enabled: c.Anonymous},
@@ -114,9 +116,47 @@ func NewAuth(client kubernetes.Interface, nodeName string, c AuthConfig) (nodeut
 	}
 	return nodeutil.InstrumentAuth(&kubeletAuth{
 		Request:                 a,
-		RequestAttributesGetter: nodeutil.NodeRequestAttr{NodeName: nodeName},
-		Authorizer:              z,
+		RequestAttributesGetter: kubeletAttrs{nodeutil.NodeRequestAttr{NodeName: nodeName}},
+		Authorizer:              proxyFallback{z},
 	}), nil
+}
+
+// kubeletAttrs are kubelet's request attributes with fine-grained
+// authorization (KubeletFineGrainedAuthz, GA in 1.36): nodeutil's give
+// stats, metrics and log for /stats, /metrics and /logs and proxy for the
+// rest (containerLogs, exec, attach, portForward); kubelet also names
+// pods, healthz, configz, spec and checkpoint.
+type kubeletAttrs struct{ nodeutil.NodeRequestAttr }
+
+func (k kubeletAttrs) GetRequestAttributes(u user.Info, r *http.Request) authorizer.Attributes {
+	a := k.NodeRequestAttr.GetRequestAttributes(u, r)
+	rec, ok := a.(authorizer.AttributesRecord)
+	if !ok {
+		return a
+	}
+	for prefix, sub := range map[string]string{
+		"/pods": "pods", "/runningpods": "pods", "/healthz": "healthz", "/configz": "configz",
+		"/spec": "spec", "/checkpoint": "checkpoint",
+	} {
+		if p := r.URL.Path; p == prefix || strings.HasPrefix(p, prefix+"/") {
+			rec.Subresource = sub
+		}
+	}
+	return rec
+}
+
+// proxyFallback asks again for nodes/proxy when nodes/pods, healthz or
+// configz is refused, as kubelet does: nodes/proxy has always covered them.
+type proxyFallback struct{ authorizer.Authorizer }
+
+func (f proxyFallback) Authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	d, reason, err := f.Authorizer.Authorize(ctx, a)
+	rec, ok := a.(authorizer.AttributesRecord)
+	if d == authorizer.DecisionAllow || !ok || !slices.Contains([]string{"pods", "healthz", "configz"}, rec.Subresource) {
+		return d, reason, err
+	}
+	rec.Subresource = "proxy"
+	return f.Authorizer.Authorize(ctx, rec)
 }
 
 // WithAuth puts h behind auth: 401 for a caller that did not

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,7 +144,11 @@ func TestAuth(t *testing.T) {
 		{"GET", "/pods", nil, "", 401, ""},
 		{"GET", "/pods", &stranger, "", 401, ""},
 		{"GET", "/pods", nil, "bad", 401, ""},
-		{"GET", "/pods", &cert, "", 200, "get nodes/proxy node1"},
+		{"GET", "/pods", &cert, "", 200, "get nodes/pods node1"},
+		// Fine-grained first, then nodes/proxy, which the reader has.
+		{"GET", "/pods", nil, "good", 200, "get nodes/pods node1, get nodes/proxy node1"},
+		{"GET", "/healthz", nil, "good", 200, "get nodes/healthz node1"}, // nodes/proxy: cached
+		{"GET", "/spec/", nil, "good", 403, "get nodes/spec node1"},
 		{"GET", "/containerLogs/ns/p/c", nil, "good", 200, "get nodes/proxy node1"},
 		{"POST", "/exec/ns/p/c", nil, "good", 200, "create nodes/proxy node1"},
 		{"GET", "/stats/summary", nil, "good", 403, "get nodes/stats node1"},
@@ -157,11 +162,11 @@ func TestAuth(t *testing.T) {
 			t.Errorf("%s %s: %d, want %d", tc.method, tc.path, got, tc.want)
 		}
 		mu.Lock()
-		var got string
-		if len(asked) > 0 {
-			a := asked[0]
-			got = a.Verb + " " + a.Resource + "/" + a.Subresource + " " + a.Name
+		var said []string
+		for _, a := range asked {
+			said = append(said, a.Verb+" "+a.Resource+"/"+a.Subresource+" "+a.Name)
 		}
+		got := strings.Join(said, ", ")
 		mu.Unlock()
 		// A cached answer asks nothing: only the first of a kind is checked.
 		if got != "" && got != tc.attrs {
