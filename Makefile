@@ -210,14 +210,16 @@ docs:
 # module test/vk/tools and cached by version under
 # ~/.cache/cri-compose/tools: about 10 CPU-minutes on the first run only),
 # bin/cri-compose on the engine and bin/vk-cri (both built by the test), and
-# checks pods through client-go. VK_TEST_FLAGS passes go test flags (-v,
-# -run=RE).
+# checks pods through client-go. VK_TEST_FLAGS passes go test flags (-v);
+# VK_RUN selects tests by regexp (VK_RUN='TestProbe|TestHook'), quoted here
+# so that a | reaches go test rather than the shell.
 VK_TEST_FLAGS ?=
+VK_RUN ?= .
 
 .PHONY: test-vk
 test-vk: ensure-docker ensure-tools
 	cd test/vk && GOWORK=off $(GO) vet ./...
-	cd test/vk && GOWORK=off $(GO) test -count=1 -timeout 45m $(VK_TEST_FLAGS) ./...
+	cd test/vk && GOWORK=off $(GO) test -count=1 -timeout 45m -run '$(VK_RUN)' $(VK_TEST_FLAGS) ./...
 
 # --- demo: the whole stack on this machine. test/vk's set-up (kube-apiserver
 # + etcd on loopback, bin/cri-compose, bin/vk-cri) and its TestDemo, run from
