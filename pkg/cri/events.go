@@ -15,6 +15,8 @@ import (
 // rebuild the store from it, restart log pumps and rewrite compose files.
 // This is also the whole of restart recovery: the engine is the database.
 func (s *Server) resync(ctx context.Context) {
+	conn := s.events.Connection()
+	defer func() { s.resyncedConn.Store(conn) }()
 	// Prepare again on every (re)connection: an engine that restarted may
 	// have lost the pod network or the pause image.
 	s.unprepare()

@@ -15,7 +15,8 @@ func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime
 	rt := &runtime.RuntimeCondition{Type: runtime.RuntimeReady, Status: true}
 	nw := &runtime.RuntimeCondition{Type: runtime.NetworkReady, Status: true}
 	err := s.ready(ctx)
-	if err == nil && !s.events.Connected() {
+	connected := s.events.Connected()
+	if err == nil && !connected {
 		// The event stream is down, so the engine may be gone while the
 		// preparation still stands: ask it.
 		if _, perr := s.docker.Ping(ctx); perr != nil {
@@ -29,6 +30,12 @@ func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime
 		// Until the store holds every pod on the engine, List would tell
 		// kubelet that running pods are gone (and it would make new ones).
 		rt.Status, rt.Reason, rt.Message = false, "Resyncing", "reading pods and containers from the engine"
+	} else if !connected || s.resyncedConn.Load() != s.events.Connection() {
+		// The engine answers again but the store has not re-read it since
+		// the stream came back: it may still show as running containers
+		// the engine stopped meanwhile (an engine restart), and kubelet
+		// would report such pods Ready.
+		rt.Status, rt.Reason, rt.Message = false, "Resyncing", "following the engine's events again: reading pods and containers from the engine"
 	}
 	resp := &runtime.StatusResponse{Status: &runtime.RuntimeStatus{Conditions: []*runtime.RuntimeCondition{rt, nw}},
 		RuntimeHandlers: []*runtime.RuntimeHandler{{Name: "", Features: s.handlerFeatures()}},

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
@@ -53,9 +54,12 @@ type Server struct {
 	cfg    Config
 	docker *dockerapi.Client
 	events *dockerapi.Events
-	images *ImageService
-	store  *store
-	pumps  *logPumps
+	// resyncedConn is the event stream's Connection when the last resync
+	// began: the store is current only once it is the stream's current one.
+	resyncedConn atomic.Uint64
+	images       *ImageService
+	store        *store
+	pumps        *logPumps
 
 	hostMu sync.RWMutex
 	host   sandbox.Host // facts about the engine's host, filled by prepare

@@ -31,6 +31,8 @@ type Events struct {
 	mu   sync.Mutex
 	subs map[*subscriber]struct{}
 	up   bool
+	// conns counts the stream's connections (Connection).
+	conns uint64
 }
 
 type subscriber struct {
@@ -92,7 +94,19 @@ func (e *Events) publish(ev Event) {
 func (e *Events) setUp(up bool) {
 	e.mu.Lock()
 	e.up = up
+	if up {
+		e.conns++
+	}
 	e.mu.Unlock()
+}
+
+// Connection numbers the stream's current (or last) connection, from 1; 0
+// before the first. Events may have been missed before each: a subscriber
+// that noted the number when it last re-listed knows whether it is behind.
+func (e *Events) Connection() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.conns
 }
 
 // Run follows the engine's container events until ctx ends, reconnecting
