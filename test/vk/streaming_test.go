@@ -40,16 +40,39 @@ func TestPortForwardAndAttach(t *testing.T) {
 		return condition(p, v1.PodReady) == v1.ConditionTrue, podSummary(p)
 	})
 
-	// Port-forward.
+	body := portForwardGet(t, ns, pod.Name, 8080, "/index.html", "hello-through-port-forward")
+	t.Logf("through port-forward → pod:8080: %q", strings.TrimSpace(body))
+
+	// Attach: the container's output as it comes.
+	req := client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod.Name).SubResource("attach").
+		VersionedParams(&v1.PodAttachOptions{Container: "ticker", Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	exec, err := remotecommand.NewSPDYExecutor(restConfig, "POST", req.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var stdout bytes.Buffer
+	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: io.Discard})
+	if n := strings.Count(stdout.String(), "tick "); n < 3 {
+		t.Errorf("attach for 2s gave %d ticks (err %v): %q", n, err, stdout.String())
+	}
+}
+
+// portForwardGet forwards a local port to the pod's port through the API
+// server (as kubectl port-forward does), GETs path until the body holds
+// want, and returns the body.
+func portForwardGet(t *testing.T, ns, pod string, port int, path, want string) string {
+	t.Helper()
 	transport, upgrader, err := spdy.RoundTripperFor(restConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod.Name).SubResource("portforward").URL()
+	url := client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("portforward").URL()
 	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, "POST", url)
 	stop, ready := make(chan struct{}), make(chan struct{})
 	var out, errOut bytes.Buffer
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:8080"}, stop, ready, &out, &errOut)
+	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", port)}, stop, ready, &out, &errOut)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,29 +92,14 @@ func TestPortForwardAndAttach(t *testing.T) {
 	}
 	var body string
 	waitFor(t, "the web server through port-forward", 20*time.Second, func() (bool, string) {
-		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(fmt.Sprintf("http://127.0.0.1:%d/index.html", ports[0].Local))
+		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(fmt.Sprintf("http://127.0.0.1:%d%s", ports[0].Local, path))
 		if err != nil {
 			return false, err.Error()
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		body = string(b)
-		return strings.Contains(body, "hello-through-port-forward"), resp.Status + " " + body
+		return strings.Contains(body, want), resp.Status + " " + body
 	})
-	t.Logf("through port-forward 127.0.0.1:%d → pod:8080: %q", ports[0].Local, strings.TrimSpace(body))
-
-	// Attach: the container's output as it comes.
-	req := client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod.Name).SubResource("attach").
-		VersionedParams(&v1.PodAttachOptions{Container: "ticker", Stdout: true, Stderr: true}, scheme.ParameterCodec)
-	exec, err := remotecommand.NewSPDYExecutor(restConfig, "POST", req.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	var stdout bytes.Buffer
-	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &stdout, Stderr: io.Discard})
-	if n := strings.Count(stdout.String(), "tick "); n < 3 {
-		t.Errorf("attach for 2s gave %d ticks (err %v): %q", n, err, stdout.String())
-	}
+	return body
 }
