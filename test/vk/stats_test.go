@@ -236,8 +236,9 @@ func TestVKMetrics(t *testing.T) {
 		return len(sandboxes(t, string(pod.UID))) == 0, "sandbox still there"
 	})
 
-	after := scrape(t, "/metrics")
-	for _, c := range []struct {
+	// The sandbox is gone in the runtime a moment before vk-cri counts
+	// the RemovePodSandbox call that answered: scrape until all moved.
+	moving := []struct {
 		name   string
 		labels map[string]string
 	}{
@@ -247,11 +248,17 @@ func TestVKMetrics(t *testing.T) {
 		{"vkcri_cri_requests_total", map[string]string{"method": "StopPodSandbox", "code": "OK"}},
 		{"vkcri_cri_requests_total", map[string]string{"method": "RemovePodSandbox", "code": "OK"}},
 		{"vkcri_probe_results_total", map[string]string{"probe_type": "readiness", "result": "success"}},
-	} {
-		if b, a := counter(before, c.name, c.labels), counter(after, c.name, c.labels); a <= b {
-			t.Errorf("%s%v did not move: %v before, %v after", c.name, c.labels, b, a)
-		}
 	}
+	var after map[string]*dto.MetricFamily
+	waitFor(t, "vk-cri's counters to move", 30*time.Second, func() (bool, string) {
+		after = scrape(t, "/metrics")
+		for _, c := range moving {
+			if b, a := counter(before, c.name, c.labels), counter(after, c.name, c.labels); a <= b {
+				return false, fmt.Sprintf("%s%v did not move: %v before, %v after", c.name, c.labels, b, a)
+			}
+		}
+		return true, ""
+	})
 	if m, ok := sample(after, "vkcri_cri_request_duration_seconds", map[string]string{"method": "RunPodSandbox"}); !ok ||
 		m.GetHistogram().GetSampleCount() == 0 || m.GetHistogram().GetSampleSum() <= 0 {
 		t.Errorf("RunPodSandbox latency: %v", m)
