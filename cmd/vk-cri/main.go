@@ -8,12 +8,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +55,9 @@ type options struct {
 	resolvConf    string
 	resync        time.Duration
 	workers       int
+	// Taken off the node's capacity for its allocatable.
+	kubeReserved   reservedFlag
+	systemReserved reservedFlag
 
 	// vk-cri's own metrics (pkg/vk/metrics.go) on a plain HTTP address
 	// of their own too, off unless set; the kubelet API's /metrics
@@ -100,6 +105,11 @@ func run() error {
 	fs.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration for dnsPolicy Default (\"\": the runtime's default)")
 	fs.DurationVar(&o.resync, "resync", 30*time.Second, "how often every pod is checked against the runtime, events or not")
 	fs.IntVar(&o.workers, "pod-sync-workers", 4, "virtual-kubelet pod controller workers")
+	const reservedHelp = " (ResourceName=ResourceQuantity pairs, e.g. cpu=100m,memory=256Mi,ephemeral-storage=1Gi,pid=1000; as kubelet's, repeatable). " +
+		"The node's allocatable is its capacity less --kube-reserved and --system-reserved, never below zero; vk-cri refuses to start when they exceed the capacity. " +
+		"Only cpu, memory, ephemeral-storage and pid can be reserved; pid is no node capacity and takes nothing off allocatable. [default=none]"
+	fs.Var(&o.kubeReserved, "kube-reserved", "resources reserved for Kubernetes components (vk-cri, the runtime, the engine)"+reservedHelp)
+	fs.Var(&o.systemReserved, "system-reserved", "resources reserved for the host's own system daemons"+reservedHelp)
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "", "address for vk-cri's Prometheus metrics over plain HTTP, e.g. 127.0.0.1:10255 (\"\": off; the kubelet API serves them at /metrics either way)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	_ = fs.Parse(os.Args[1:])
@@ -197,7 +207,11 @@ func run() error {
 			if err != nil {
 				return nil, nil, err
 			}
-			p.ConfigureNode(ctx, pc.Node, vk.NodeConfig{Pods: o.pods, Taints: taints, KubeletPort: port, Version: version})
+			err = p.ConfigureNode(ctx, pc.Node, vk.NodeConfig{Pods: o.pods, Taints: taints, KubeletPort: port, Version: version,
+				KubeReserved: o.kubeReserved.list, SystemReserved: o.systemReserved.list})
+			if err != nil {
+				return nil, nil, err
+			}
 			mux.Handle("/", p.Handler(pc.Pods))
 			provider = p
 			return p, p, nil
@@ -266,6 +280,34 @@ func serveMetrics(ctx context.Context, addr string, h http.Handler) error {
 		}
 	}()
 	klog.InfoS("Serving metrics", "address", l.Addr().String())
+	return nil
+}
+
+// reservedFlag is --kube-reserved or --system-reserved: like kubelet's
+// map flags, each use adds its pairs (a later one wins for a resource).
+type reservedFlag struct{ list v1.ResourceList }
+
+func (f *reservedFlag) String() string {
+	if f == nil || len(f.list) == 0 {
+		return ""
+	}
+	var pairs []string
+	for _, name := range slices.Sorted(maps.Keys(f.list)) {
+		q := f.list[name]
+		pairs = append(pairs, string(name)+"="+q.String())
+	}
+	return strings.Join(pairs, ",")
+}
+
+func (f *reservedFlag) Set(s string) error {
+	l, err := vk.ParseReserved(s)
+	if err != nil {
+		return err
+	}
+	if f.list == nil {
+		f.list = v1.ResourceList{}
+	}
+	maps.Copy(f.list, l)
 	return nil
 }
 

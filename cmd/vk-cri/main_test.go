@@ -1,6 +1,8 @@
 package main
 
 import (
+	"flag"
+	"io"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -51,5 +53,23 @@ func TestParseTaints(t *testing.T) {
 		if _, err := parseTaints(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
+	}
+}
+
+// TestReservedFlag checks --kube-reserved as kubelet reads it: pairs,
+// repeatable, the later value of a resource winning.
+func TestReservedFlag(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var f reservedFlag
+	fs.Var(&f, "kube-reserved", "")
+	if err := fs.Parse([]string{"--kube-reserved=cpu=100m,memory=1Gi", "--kube-reserved", "memory=256Mi,pid=1000"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.String(), "cpu=100m,memory=256Mi,pid=1k"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if err := fs.Parse([]string{"--kube-reserved=nvidia.com/gpu=1"}); err == nil {
+		t.Error("a GPU reservation was accepted")
 	}
 }

@@ -3,7 +3,9 @@ package vk
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +29,11 @@ type NodeConfig struct {
 	KubeletPort int32
 	// Version is vk-cri's own version, reported as the kubelet version.
 	Version string
+	// KubeReserved and SystemReserved are what kubelet's --kube-reserved
+	// and --system-reserved say: taken off the capacity for allocatable,
+	// so the scheduler leaves that much of the host to what runs beside
+	// the pods (ParseReserved reads them).
+	KubeReserved, SystemReserved v1.ResourceList
 }
 
 // statusPeriod is how often the runtime's Status is read for the node's
@@ -41,8 +48,10 @@ type nodeState struct {
 }
 
 // ConfigureNode fills n (the node virtual-kubelet registers) with the
-// node's capacity, info, addresses, labels, taints and conditions.
-func (p *Provider) ConfigureNode(ctx context.Context, n *v1.Node, nc NodeConfig) {
+// node's capacity, allocatable, info, addresses, labels, taints and
+// conditions. Like kubelet, it refuses reservations larger than the
+// capacity.
+func (p *Provider) ConfigureNode(ctx context.Context, n *v1.Node, nc NodeConfig) error {
 	st, err := p.rt.Status(ctx, true)
 	var info map[string]string
 	if err == nil {
@@ -71,7 +80,14 @@ func (p *Provider) ConfigureNode(ctx context.Context, n *v1.Node, nc NodeConfig)
 		capacity[v1.ResourceEphemeralStorage] = *resource.NewQuantity(h.storageBytes, resource.BinarySI)
 	}
 	n.Status.Capacity = capacity
-	n.Status.Allocatable = capacity.DeepCopy() // TODO(issue 7): reservations
+	reserved := reservation(capacity, nc.KubeReserved, nc.SystemReserved)
+	if err := checkReservation(capacity, reserved); err != nil {
+		return err
+	}
+	n.Status.Allocatable = allocatable(capacity, reserved)
+	if len(reserved) > 0 {
+		klog.InfoS("Node allocatable", "capacity", capacity, "reserved", reserved, "allocatable", n.Status.Allocatable)
+	}
 	p.setAllocatable(n.Status.Allocatable)
 	version := nc.Version
 	if version == "" {
@@ -112,7 +128,101 @@ func (p *Provider) ConfigureNode(ctx context.Context, n *v1.Node, nc NodeConfig)
 	p.node.mu.Lock()
 	p.node.node = n.DeepCopy()
 	p.node.mu.Unlock()
+	return nil
 }
+
+// reservation sums the reservations of the resources the node has a
+// capacity of, as kubelet's container manager does: a reservation of
+// anything else (pid, which is no node capacity) takes nothing.
+func reservation(capacity v1.ResourceList, lists ...v1.ResourceList) v1.ResourceList {
+	out := v1.ResourceList{}
+	for name := range capacity {
+		sum := resource.NewQuantity(0, resource.DecimalSI)
+		for _, l := range lists {
+			if q, ok := l[name]; ok {
+				sum.Add(q)
+			}
+		}
+		if !sum.IsZero() {
+			out[name] = *sum
+		}
+	}
+	return out
+}
+
+// checkReservation fails, in kubelet's words, when a reservation exceeds
+// the capacity: kubelet does not start with such a configuration.
+func checkReservation(capacity, reserved v1.ResourceList) error {
+	var bad []string
+	for _, name := range slices.Sorted(maps.Keys(reserved)) {
+		left := capacity[name].DeepCopy()
+		left.Sub(reserved[name])
+		if left.Sign() < 0 {
+			c, r := capacity[name], reserved[name]
+			bad = append(bad, fmt.Sprintf("Resource %q has a reservation of %v but capacity of %v. Expected capacity >= reservation.", name, r.String(), c.String()))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("invalid Node Allocatable configuration. %s", strings.Join(bad, " "))
+	}
+	return nil
+}
+
+// allocatable is capacity less reserved, never below zero (kubelet's
+// node status does the same).
+func allocatable(capacity, reserved v1.ResourceList) v1.ResourceList {
+	out := make(v1.ResourceList, len(capacity))
+	for name, c := range capacity {
+		q := c.DeepCopy()
+		if r, ok := reserved[name]; ok {
+			q.Sub(r)
+		}
+		if q.Sign() < 0 {
+			q.Set(0)
+		}
+		out[name] = q
+	}
+	return out
+}
+
+// ParseReserved parses a reservation as kubelet's --kube-reserved and
+// --system-reserved take it: name=quantity pairs, comma-separated, of
+// cpu, memory, ephemeral-storage and pid ("cpu=100m,memory=256Mi").
+// CPU is rounded to the millicore, as kubelet does.
+func ParseReserved(s string) (v1.ResourceList, error) {
+	out := v1.ResourceList{}
+	for _, pair := range strings.Split(s, ",") {
+		if pair = strings.TrimSpace(pair); pair == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(pair, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: malformed pair, expect name=quantity", pair)
+		}
+		name := v1.ResourceName(strings.TrimSpace(k))
+		switch name {
+		case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, resourcePID:
+		default:
+			return nil, fmt.Errorf("cannot reserve %q resource", name)
+		}
+		v = strings.TrimSpace(v)
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, fmt.Errorf("failed to parse quantity %q for %q resource: %w", v, name, err)
+		}
+		if q.Sign() < 0 {
+			return nil, fmt.Errorf("resource quantity for %q cannot be negative: %v", name, v)
+		}
+		if name == v1.ResourceCPU {
+			q.SetMilli((q.ScaledValue(resource.Micro) + 500) / 1000)
+		}
+		out[name] = q
+	}
+	return out, nil
+}
+
+// resourcePID is the pid reservation's name (kubelet's pidlimit.PIDs).
+const resourcePID v1.ResourceName = "pid"
 
 // readyCondition is the node's Ready condition from the runtime's Status:
 // ready when the runtime and its network are.
