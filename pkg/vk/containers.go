@@ -1,14 +1,18 @@
 package vk
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -178,16 +182,10 @@ func containerSecurity(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerS
 	if csc == nil {
 		csc = &v1.SecurityContext{}
 	}
-	// Container settings win over the pod's.
-	runAsUser, runAsGroup, runAsNonRoot := psc.RunAsUser, psc.RunAsGroup, psc.RunAsNonRoot
-	if csc.RunAsUser != nil {
-		runAsUser = csc.RunAsUser
-	}
+	runAsUser, _ := effectiveRunAs(pod, c)
+	runAsGroup := psc.RunAsGroup
 	if csc.RunAsGroup != nil {
 		runAsGroup = csc.RunAsGroup
-	}
-	if csc.RunAsNonRoot != nil {
-		runAsNonRoot = csc.RunAsNonRoot
 	}
 	if runAsUser != nil {
 		sc.RunAsUser = &runtimeapi.Int64Value{Value: *runAsUser}
@@ -195,9 +193,6 @@ func containerSecurity(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerS
 	if runAsGroup != nil {
 		sc.RunAsGroup = &runtimeapi.Int64Value{Value: *runAsGroup}
 	}
-	// TODO(issue 7): runAsNonRoot needs the image's user (ImageStatus);
-	// refuse to start a root container as kubelet does.
-	_ = runAsNonRoot
 	sc.SupplementalGroups = append(sc.SupplementalGroups, psc.SupplementalGroups...)
 	if psc.FSGroup != nil {
 		sc.SupplementalGroups = append(sc.SupplementalGroups, *psc.FSGroup)
@@ -231,4 +226,89 @@ func containerSecurity(pod *v1.Pod, c *v1.Container) *runtimeapi.LinuxContainerS
 	}
 	sc.Seccomp = seccomp(prof)
 	return sc
+}
+
+// effectiveRunAs is the container's runAsUser and whether it must run as
+// non-root, its own settings winning over the pod's.
+func effectiveRunAs(pod *v1.Pod, c *v1.Container) (runAsUser *int64, nonRoot bool) {
+	var nr *bool
+	if psc := pod.Spec.SecurityContext; psc != nil {
+		runAsUser, nr = psc.RunAsUser, psc.RunAsNonRoot
+	}
+	if csc := c.SecurityContext; csc != nil {
+		if csc.RunAsUser != nil {
+			runAsUser = csc.RunAsUser
+		}
+		if csc.RunAsNonRoot != nil {
+			nr = csc.RunAsNonRoot
+		}
+	}
+	return runAsUser, nr != nil && *nr
+}
+
+// imageUser is who an image runs as, from CRI ImageStatus: uid when the
+// image's user is numeric, else name; neither means root.
+type imageUser struct {
+	uid  *int64
+	name string
+}
+
+func imageUserOf(img *runtimeapi.Image) imageUser {
+	if img != nil {
+		if img.Uid != nil {
+			uid := img.Uid.Value
+			return imageUser{uid: &uid}
+		}
+		if img.Username != "" {
+			return imageUser{name: img.Username}
+		}
+	}
+	root := int64(0)
+	return imageUser{uid: &root}
+}
+
+// verifyRunAsNonRoot refuses, as kubelet does and in its words, a
+// container that must run as non-root but would run as root: by its
+// runAsUser, or else by its image's user, which must then be numeric for
+// vk-cri to tell (the runtime resolves names only inside the container).
+func verifyRunAsNonRoot(pod *v1.Pod, c *v1.Container, user imageUser) error {
+	runAsUser, nonRoot := effectiveRunAs(pod, c)
+	if !nonRoot {
+		return nil
+	}
+	desc := fmt.Sprintf("%s_%s(%s)", pod.Name, pod.Namespace, pod.UID) // kubelet's format.Pod
+	if runAsUser != nil {
+		if *runAsUser == 0 {
+			return fmt.Errorf("container's runAsUser breaks non-root policy (pod: %q, container: %s)", desc, c.Name)
+		}
+		return nil
+	}
+	switch {
+	case user.uid == nil && user.name != "":
+		return fmt.Errorf("container has runAsNonRoot and image has non-numeric user (%s), cannot verify user is non-root (pod: %q, container: %s)", user.name, desc, c.Name)
+	case user.uid == nil:
+		return nil
+	case *user.uid == 0:
+		return fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)", desc, c.Name)
+	}
+	if errs := validation.IsValidUserID(*user.uid); len(errs) > 0 {
+		return fmt.Errorf("container has runAsNonRoot and image has an invalid user id (%d). (Must be 1-(%d)): %s (pod: %q, container: %s)",
+			*user.uid, math.MaxInt32, strings.Join(errs, "; "), desc, c.Name)
+	}
+	return nil
+}
+
+// verifyNonRoot is verifyRunAsNonRoot with the image's user from the
+// runtime, asked only when it decides (kubelet's getImageUser, by the
+// image's name as kubelet asks).
+func (w *podWorker) verifyNonRoot(ctx context.Context, pod *v1.Pod, c *v1.Container) error {
+	runAsUser, nonRoot := effectiveRunAs(pod, c)
+	if !nonRoot || runAsUser != nil {
+		return verifyRunAsNonRoot(pod, c, imageUser{})
+	}
+	st, err := w.p.rt.Images.ImageStatus(ctx, &runtimeapi.ImageSpec{Image: c.Image, UserSpecifiedImage: c.Image}, false)
+	if err != nil {
+		return fmt.Errorf("image status of %q: %w", c.Image, err)
+	}
+	return verifyRunAsNonRoot(pod, c, imageUserOf(st.GetImage()))
 }

@@ -28,6 +28,10 @@ const (
 	keepDead = 2
 	// maxTerminationMessage is kubelet's limit on a termination message.
 	maxTerminationMessage = 4096
+	// Events kubelet records when a container or the sandbox cannot be
+	// made.
+	eventFailed                 = "Failed"
+	eventFailedCreatePodSandBox = "FailedCreatePodSandBox"
 )
 
 // podWorker drives one pod's sandbox and containers toward its spec, one
@@ -650,6 +654,9 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *v1.Container, ini
 	}
 	cfgKey := "config/" + string(pod.UID) + "/" + c.Name
 	vars, err := makeEnv(pod, c, env.ips, w.p.objects)
+	if err == nil {
+		err = w.verifyNonRoot(ctx, pod, c)
+	}
 	var cfg *runtimeapi.ContainerConfig
 	if err == nil {
 		termFile := ""
@@ -666,6 +673,7 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *v1.Container, ini
 	}
 	if err != nil {
 		w.waiting[c.Name] = &waiting{reason: reasonCreateConfigError, message: err.Error()}
+		w.p.containerEvent(pod, c.Name, true, eventFailed, "Error: "+err.Error())
 		w.p.backoff.failed(cfgKey, w.p.clock.Now())
 		_, wait := w.p.backoff.retryReady(cfgKey)
 		w.wakeAfter(max(wait, time.Second))
