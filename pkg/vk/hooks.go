@@ -50,6 +50,15 @@ func newEventRecorder(client kubernetes.Interface, node string) (record.EventRec
 
 // containerEvent records an event about a pod's container.
 func (p *Provider) containerEvent(pod *v1.Pod, container string, warn bool, reason, msg string) {
+	p.event(pod, fmt.Sprintf("spec.containers{%s}", container), warn, reason, msg)
+}
+
+// podEvent records an event about a pod as a whole.
+func (p *Provider) podEvent(pod *v1.Pod, warn bool, reason, msg string) {
+	p.event(pod, "", warn, reason, msg)
+}
+
+func (p *Provider) event(pod *v1.Pod, fieldPath string, warn bool, reason, msg string) {
 	if p.recorder == nil {
 		return
 	}
@@ -59,7 +68,7 @@ func (p *Provider) containerEvent(pod *v1.Pod, container string, warn bool, reas
 	}
 	ref := &v1.ObjectReference{
 		Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
-		ResourceVersion: pod.ResourceVersion, FieldPath: fmt.Sprintf("spec.containers{%s}", container),
+		ResourceVersion: pod.ResourceVersion, FieldPath: fieldPath,
 	}
 	p.recorder.Event(ref, typ, reason, msg)
 }

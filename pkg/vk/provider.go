@@ -67,6 +67,9 @@ type Provider struct {
 	runner     *handlerRunner
 	recorder   record.EventRecorder
 	stopEvents func()
+	// runtimeClasses resolves pods' RuntimeClasses (runtimeclass.go; nil:
+	// no API server, the default handler).
+	runtimeClasses runtimeClassGetter
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -109,6 +112,9 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		byName:         map[string]types.UID{},
 	}
 	p.runner = newHandlerRunner(cfg.Runtime)
+	if cfg.Client != nil {
+		p.runtimeClasses = apiRuntimeClasses(cfg.Client)
+	}
 	p.recorder, p.stopEvents = newEventRecorder(cfg.Client, cfg.NodeName)
 	klog.InfoS("CRI runtime", "name", v.GetRuntimeName(), "version", v.GetRuntimeVersion(), "apiVersion", v.GetRuntimeApiVersion())
 	return p, nil

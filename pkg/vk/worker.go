@@ -597,14 +597,21 @@ func (w *podWorker) runSandbox(ctx context.Context, obs *observation) error {
 	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
 		return err
 	}
-	runtimeHandler := ""
-	if pod.Spec.RuntimeClassName != nil {
-		// TODO(issue 7): RuntimeClass → handler through the API.
-		runtimeHandler = *pod.Spec.RuntimeClassName
+	runtimeHandler, err := w.p.runtimeHandler(ctx, pod)
+	var id string
+	if err == nil {
+		if runtimeHandler != "" {
+			klog.V(2).InfoS("Running pod with runtime handler", "pod", klog.KObj(pod), "runtimeHandler", runtimeHandler)
+		}
+		id, err = w.p.rt.RunPodSandbox(ctx, cfg, runtimeHandler)
 	}
-	id, err := w.p.rt.RunPodSandbox(ctx, cfg, runtimeHandler)
 	if err != nil {
-		w.waitAll(pod, reasonContainerCreating, fmt.Sprintf("Failed to create pod sandbox: %v", err))
+		// As kubelet: the pod waits (a missing RuntimeClass may yet be
+		// made), with an event, and is tried again with back-off.
+		msg := fmt.Sprintf("Failed to create pod sandbox: %v", err)
+		klog.ErrorS(err, "Creating the pod's sandbox; will retry", "pod", klog.KObj(pod))
+		w.waitAll(pod, reasonContainerCreating, msg)
+		w.p.podEvent(pod, true, eventFailedCreatePodSandBox, msg)
 		w.p.backoff.failed(key, w.p.clock.Now())
 		w.wakeAfter(backoffInitial)
 		return nil
