@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -62,7 +63,7 @@ func makeContainerConfig(pod *v1.Pod, s startSpec) (*runtimeapi.ContainerConfig,
 		}
 		return out
 	}
-	mounts, err := makeMounts(c, s.volumes)
+	mounts, err := makeMounts(c, s.volumes, envMap)
 	if err != nil {
 		return nil, err
 	}
@@ -109,8 +110,9 @@ func makeContainerConfig(pod *v1.Pod, s startSpec) (*runtimeapi.ContainerConfig,
 	return cfg, nil
 }
 
-// makeMounts turns volumeMounts into CRI mounts of the host paths.
-func makeMounts(c *v1.Container, vols map[string]volume) ([]*runtimeapi.Mount, error) {
+// makeMounts turns volumeMounts into CRI mounts of the host paths; env is
+// the container's environment, which subPathExpr is expanded from.
+func makeMounts(c *v1.Container, vols map[string]volume, env map[string]string) ([]*runtimeapi.Mount, error) {
 	var mounts []*runtimeapi.Mount
 	for _, m := range c.VolumeMounts {
 		v, ok := vols[m.Name]
@@ -118,11 +120,18 @@ func makeMounts(c *v1.Container, vols map[string]volume) ([]*runtimeapi.Mount, e
 			return nil, fmt.Errorf("volumeMount %q: no such volume", m.Name)
 		}
 		host := v.hostPath
-		if m.SubPath != "" {
-			if !filepath.IsLocal(m.SubPath) {
-				return nil, fmt.Errorf("volumeMount %q: subPath %q leaves the volume", m.Name, m.SubPath)
+		subPath := m.SubPath
+		if m.SubPathExpr != "" {
+			var err error
+			if subPath, err = expandSubPathExpr(m.SubPathExpr, env); err != nil {
+				return nil, err
 			}
-			host = filepath.Join(host, m.SubPath)
+		}
+		if subPath != "" {
+			if err := checkSubPath(subPath); err != nil {
+				return nil, err
+			}
+			host = filepath.Join(host, subPath)
 			if _, err := os.Lstat(host); os.IsNotExist(err) && !v.readOnly {
 				// kubelet makes a missing subPath as a folder.
 				if err := os.MkdirAll(host, 0o777); err != nil {
@@ -130,7 +139,6 @@ func makeMounts(c *v1.Container, vols map[string]volume) ([]*runtimeapi.Mount, e
 				}
 			}
 		}
-		// TODO(issue 7): subPathExpr.
 		mount := &runtimeapi.Mount{
 			ContainerPath: m.MountPath,
 			HostPath:      host,
@@ -147,6 +155,38 @@ func makeMounts(c *v1.Container, vols map[string]volume) ([]*runtimeapi.Mount, e
 		mounts = append(mounts, mount)
 	}
 	return mounts, nil
+}
+
+// expandSubPathExpr expands a volumeMount's subPathExpr from the
+// container's environment as kubelet does: a variable that is unknown or
+// empty expands to nothing and fails the mount, since the subPath would
+// not be the one meant.
+func expandSubPathExpr(expr string, env map[string]string) (string, error) {
+	var missing []string
+	out := expandFunc(expr, func(name string) string {
+		v := env[name]
+		if v == "" && !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return "", fmt.Errorf("missing value for %s", strings.Join(missing, ", "))
+	}
+	return out, nil
+}
+
+// checkSubPath keeps a subPath inside its volume, with kubelet's checks and
+// words: relative, and no ".." anywhere in it.
+func checkSubPath(subPath string) error {
+	if filepath.IsAbs(subPath) {
+		return fmt.Errorf("error SubPath `%s` must not be an absolute path", subPath)
+	}
+	if slices.Contains(strings.Split(filepath.ToSlash(subPath), "/"), "..") {
+		return fmt.Errorf("unable to provision SubPath `%s`: must not contain '..'", subPath)
+	}
+	return nil
 }
 
 // linuxResources maps requests and limits as kubelet does on cgroup v1

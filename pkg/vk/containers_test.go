@@ -2,6 +2,8 @@ package vk
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +97,98 @@ func TestWorkerRunAsNonRoot(t *testing.T) {
 	w.pass(context.Background())
 	if cs := containerStatus(e.last(t).Status, "a"); cs.State.Running == nil {
 		t.Fatalf("status with a non-root image: %+v", cs.State)
+	}
+}
+
+func TestExpandSubPathExpr(t *testing.T) {
+	env := map[string]string{"POD_NAME": "web-0", "NS": "prod", "EMPTY": ""}
+	for expr, want := range map[string]string{
+		"$(POD_NAME)":            "web-0",
+		"logs/$(NS)/$(POD_NAME)": "logs/prod/web-0",
+		"$$(POD_NAME)":           "$(POD_NAME)",
+		"plain":                  "plain",
+		"a$b":                    "a$b",
+	} {
+		if got, err := expandSubPathExpr(expr, env); err != nil || got != want {
+			t.Errorf("%q: %q, %v; want %q", expr, got, err, want)
+		}
+	}
+	// As kubelet: an unknown or empty variable fails, all named once.
+	if _, err := expandSubPathExpr("$(NOPE)/$(EMPTY)/$(NOPE)/$(POD_NAME)", env); err == nil || err.Error() != "missing value for EMPTY, NOPE" {
+		t.Errorf("missing variables: %v", err)
+	}
+}
+
+func TestMakeMountsSubPath(t *testing.T) {
+	dir := t.TempDir()
+	vols := map[string]volume{"data": {hostPath: dir}, "cfg": {hostPath: t.TempDir(), readOnly: true}}
+	env := map[string]string{"POD_NAME": "web-0", "UP": "..", "ABS": "/etc"}
+	c := &v1.Container{Name: "c", VolumeMounts: []v1.VolumeMount{
+		{Name: "data", MountPath: "/data"},
+		{Name: "data", MountPath: "/mine", SubPathExpr: "pods/$(POD_NAME)"},
+		{Name: "data", MountPath: "/fixed", SubPath: "fixed"},
+		{Name: "cfg", MountPath: "/cfg", SubPath: "missing"},
+	}}
+	mounts, err := makeMounts(c, vols, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{dir, dir + "/pods/web-0", dir + "/fixed", vols["cfg"].hostPath + "/missing"}
+	for i, m := range mounts {
+		if m.HostPath != want[i] {
+			t.Errorf("mount %s from %q, want %q", m.ContainerPath, m.HostPath, want[i])
+		}
+	}
+	if fi, err := os.Stat(dir + "/pods/web-0"); err != nil || !fi.IsDir() {
+		t.Errorf("subPathExpr folder not made: %v", err)
+	}
+	if _, err := os.Stat(vols["cfg"].hostPath + "/missing"); !os.IsNotExist(err) {
+		t.Errorf("a folder was made in a read-only volume: %v", err)
+	}
+
+	for _, tc := range []struct {
+		m    v1.VolumeMount
+		want string
+	}{
+		{v1.VolumeMount{Name: "data", MountPath: "/x", SubPathExpr: "$(UP)/x"}, "unable to provision SubPath `../x`: must not contain '..'"},
+		{v1.VolumeMount{Name: "data", MountPath: "/x", SubPath: "a/../../b"}, "unable to provision SubPath `a/../../b`: must not contain '..'"},
+		{v1.VolumeMount{Name: "data", MountPath: "/x", SubPathExpr: "$(ABS)"}, "error SubPath `/etc` must not be an absolute path"},
+		{v1.VolumeMount{Name: "data", MountPath: "/x", SubPathExpr: "$(POD_IP)"}, "missing value for POD_IP"},
+	} {
+		c := &v1.Container{Name: "c", VolumeMounts: []v1.VolumeMount{tc.m}}
+		if _, err := makeMounts(c, vols, env); err == nil || err.Error() != tc.want {
+			t.Errorf("%+v: %v, want %q", tc.m, err, tc.want)
+		}
+	}
+}
+
+// TestWorkerSubPathExpr checks that subPathExpr is expanded from the
+// container's environment (downward API included), and that a missing
+// variable is the container's CreateContainerConfigError.
+func TestWorkerSubPathExpr(t *testing.T) {
+	e := newTestEnv(t)
+	pod := testPod()
+	pod.Spec.InitContainers = nil
+	pod.Spec.Volumes = []v1.Volume{{Name: "logs", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	a := &pod.Spec.Containers[0]
+	a.Env = append(a.Env, v1.EnvVar{Name: "POD_NAME", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}})
+	a.VolumeMounts = []v1.VolumeMount{{Name: "logs", MountPath: "/logs", SubPathExpr: "$(POD_NAME)/$(FROM_CM)"}}
+	b := &pod.Spec.Containers[1]
+	b.VolumeMounts = []v1.VolumeMount{{Name: "logs", MountPath: "/logs", SubPathExpr: "$(POD_NAME)"}}
+	w := newPodWorker(e.p, pod)
+	w.pass(context.Background())
+	st := e.last(t).Status
+	if cs := containerStatus(st, "a"); cs.State.Running == nil {
+		t.Fatalf("a: %+v", cs.State)
+	}
+	// The fake runtime keeps no mounts: the folder made for a's is there.
+	sub := filepath.Join(podDir(e.p.cfg.StateDir, pod.UID), "volumes", "empty-dir", "logs", "p", "from-cm")
+	if fi, err := os.Stat(sub); err != nil || !fi.IsDir() {
+		t.Errorf("a's subPath folder: %v", err)
+	}
+	// b has no POD_NAME in its environment.
+	if cs := containerStatus(st, "b"); cs.State.Waiting == nil || cs.State.Waiting.Reason != reasonCreateConfigError ||
+		cs.State.Waiting.Message != "missing value for POD_NAME" {
+		t.Errorf("b: %+v", cs.State)
 	}
 }

@@ -208,6 +208,22 @@ func expand(s string, env map[string]string) string { return expandWith(s, env, 
 
 // expandWith is expand looking up env first, then more.
 func expandWith(s string, env, more map[string]string) string {
+	return expandFunc(s, func(name string) string {
+		if v, ok := env[name]; ok {
+			return v
+		}
+		if v, ok := more[name]; ok {
+			return v
+		}
+		return "$(" + name + ")"
+	})
+}
+
+// expandFunc replaces each $(VAR) in s with value(VAR), with the syntax of
+// kubelet's expansion package: $$ is a literal $, a $ before anything else
+// stays, and so does a "$(" that no ")" closes (what follows it is still
+// read: "$(a $$" is "$(a $").
+func expandFunc(s string, value func(name string) string) string {
 	if !strings.Contains(s, "$") {
 		return s
 	}
@@ -224,17 +240,11 @@ func expandWith(s string, env, more map[string]string) string {
 		case '(':
 			end := strings.IndexByte(s[i+2:], ')')
 			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
+				b.WriteString("$(")
+				i++
+				continue
 			}
-			name := s[i+2 : i+2+end]
-			if v, ok := env[name]; ok {
-				b.WriteString(v)
-			} else if v, ok := more[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
+			b.WriteString(value(s[i+2 : i+2+end]))
 			i += 2 + end
 		default:
 			b.WriteByte('$')

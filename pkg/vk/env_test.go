@@ -19,6 +19,10 @@ func TestExpand(t *testing.T) {
 		"cost $5 $(A)":   "cost $5 a",
 		"end$":           "end$",
 		"$(A)$(A)$$$(B)": "aa$b",
+		"$(A $$":         "$(A $",
+		"$(A $(B)":       "$(A $(B)",
+		"$(A)$":          "a$",
+		"$é$(B)":         "$éb",
 	} {
 		if got := expand(in, env); got != want {
 			t.Errorf("expand(%q) = %q, want %q", in, got, want)
