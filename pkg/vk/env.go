@@ -1,14 +1,19 @@
 package vk
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 )
 
 // podIPs are the addresses env and the downward API may refer to, known
@@ -23,8 +28,8 @@ type podIPs struct {
 // value expanded with $(VAR) against what came before and the service
 // links, then the service links the container did not set itself. A
 // missing object or key that is not optional is an error wrapping
-// errNotFound.
-func makeEnv(pod *v1.Pod, c *v1.Container, ips podIPs, src objectSource) ([]*runtimeapi.KeyValue, error) {
+// errNotFound. vols are the pod's volumes, which fileKeyRef reads from.
+func makeEnv(pod *v1.Pod, c *v1.Container, ips podIPs, src objectSource, vols map[string]volume) ([]*runtimeapi.KeyValue, error) {
 	svcEnv, err := serviceLinkEnv(pod, src)
 	if err != nil {
 		return nil, err
@@ -74,7 +79,7 @@ func makeEnv(pod *v1.Pod, c *v1.Container, ips podIPs, src objectSource) ([]*run
 			set(e.Name, expandWith(e.Value, env, svcEnv))
 			continue
 		}
-		v, ok, err := envValueFrom(pod, c, e.ValueFrom, ips, src)
+		v, ok, err := envValueFrom(pod, c, e.ValueFrom, ips, src, vols)
 		if err != nil {
 			return nil, fmt.Errorf("env %s: %w", e.Name, err)
 		}
@@ -96,7 +101,7 @@ func makeEnv(pod *v1.Pod, c *v1.Container, ips podIPs, src objectSource) ([]*run
 
 // envValueFrom resolves one valueFrom; ok is false for an optional key
 // that is missing (the variable is then not set).
-func envValueFrom(pod *v1.Pod, c *v1.Container, from *v1.EnvVarSource, ips podIPs, src objectSource) (string, bool, error) {
+func envValueFrom(pod *v1.Pod, c *v1.Container, from *v1.EnvVarSource, ips podIPs, src objectSource, vols map[string]volume) (string, bool, error) {
 	switch {
 	case from.FieldRef != nil:
 		v, err := podFieldValue(pod, from.FieldRef.FieldPath, c.Name, &ips)
@@ -141,9 +146,119 @@ func envValueFrom(pod *v1.Pod, c *v1.Container, from *v1.EnvVarSource, ips podIP
 			return "", false, nil
 		}
 		return "", false, fmt.Errorf("%w: key %q in secret %s/%s", errNotFound, ref.Key, pod.Namespace, ref.Name)
+	case from.FileKeyRef != nil:
+		return fileKeyValue(pod, from.FileKeyRef, vols)
 	}
-	// TODO(issue 7): fileKeyRef.
 	return "", false, fmt.Errorf("unsupported valueFrom")
+}
+
+// fileKeyValue resolves a fileKeyRef as kubelet does: the key's value in
+// an env file (envFileValue) of the pod's volume (an emptyDir, which the
+// API server checks), written there by, say, an init container. A key
+// that is missing or empty unsets the variable when optional and is an
+// error otherwise; a file that is missing or not well formed is an error
+// either way. The error says no more than kubelet's, the details go to
+// the log.
+func fileKeyValue(pod *v1.Pod, ref *v1.FileKeySelector, vols map[string]volume) (string, bool, error) {
+	vol, ok := vols[ref.VolumeName]
+	if !ok {
+		return "", false, fmt.Errorf("cannot find the volume %q referenced by FileKeyRef", ref.VolumeName)
+	}
+	v, err := readEnvFile(vol.hostPath, ref.Path, ref.Key)
+	if err != nil {
+		klog.ErrorS(err, "Failed to parse env file", "pod", klog.KObj(pod), "volume", ref.VolumeName, "path", ref.Path)
+		return "", false, errors.New("couldn't parse env file")
+	}
+	if v == "" {
+		if ref.Optional != nil && *ref.Optional {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("environment variable key %q not found in file %q", ref.Key, filepath.Join(vol.hostPath, ref.Path))
+	}
+	return v, true, nil
+}
+
+// readEnvFile is envFileValue of the file at path in dir, which it cannot
+// leave (by "..", or by a symlink the pod made).
+func readEnvFile(dir, path, key string) (string, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	f, err := root.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("failed to open environment variable file %q: %w", path, err)
+	}
+	defer f.Close()
+	return envFileValue(f, key)
+}
+
+// envFileValue is key's value in an env file as kubelet (1.35+) reads it,
+// "" when the key is not there: KEY='value' lines, the value quoted in
+// single quotes and taken literally, new lines included; blank lines and
+// # comments (also after the closing quote) are skipped; no blank before
+// the "="; a blank right after it makes the value empty (as a shell does
+// with KEY= 'x'). The first assignment of key wins, and the file is
+// checked only up to it.
+func envFileValue(r io.Reader, key string) (string, error) {
+	sc := bufio.NewScanner(r)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := strings.TrimLeft(sc.Text(), " \t")
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, "=")
+		switch {
+		case !ok:
+			return "", fmt.Errorf("invalid environment variable format at line %d: missing '='", n)
+		case strings.TrimRight(name, " \t") == "":
+			return "", fmt.Errorf("invalid environment variable format at line %d: empty variable name", n)
+		case strings.TrimRight(name, " \t") != name:
+			return "", fmt.Errorf("invalid environment variable format at line %d: whitespace before '=' is not allowed", n)
+		}
+		if trimmed := strings.TrimLeft(value, " \t"); trimmed != value {
+			if name == key {
+				return "", nil
+			}
+			continue
+		}
+		rest, ok := strings.CutPrefix(value, "'")
+		if !ok {
+			return "", fmt.Errorf("invalid environment variable format at line %d: value must be enclosed in single quotes", n)
+		}
+		var b strings.Builder
+		start := n
+		for {
+			content, after, closed := strings.Cut(rest, "'")
+			if closed {
+				b.WriteString(content)
+				if after = strings.TrimLeft(after, " \t"); after != "" && !strings.HasPrefix(after, "#") {
+					return "", fmt.Errorf("invalid environment variable format at line %d: unexpected content after closing quote", n)
+				}
+				break
+			}
+			b.WriteString(rest)
+			b.WriteByte('\n')
+			if !sc.Scan() {
+				if err := sc.Err(); err != nil {
+					return "", err
+				}
+				return "", fmt.Errorf("invalid environment variable format starting at line %d: unclosed single quote", start)
+			}
+			n++
+			rest = sc.Text()
+		}
+		if name == key {
+			return b.String(), nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", fmt.Errorf("error reading environment variable file: %w", err)
+	}
+	return "", nil
 }
 
 // podFieldValue is a fieldRef's value. ips is nil for downwardAPI volumes,

@@ -41,7 +41,7 @@ func TestServiceLinks(t *testing.T) {
 		{Name: "URL", Value: "http://$(MY_WEB_SERVICE_HOST):$(MY_WEB_SERVICE_PORT)/"},
 		{Name: "MY_WEB_SERVICE_PORT", Value: "mine"}, // the container's own wins
 	}}
-	kv, err := makeEnv(pod, c, podIPs{}, src)
+	kv, err := makeEnv(pod, c, podIPs{}, src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestServiceLinks(t *testing.T) {
 	// enableServiceLinks: false keeps the master service only.
 	no := false
 	pod.Spec.EnableServiceLinks = &no
-	kv, _ = makeEnv(pod, &v1.Container{Name: "c"}, podIPs{}, src)
+	kv, _ = makeEnv(pod, &v1.Container{Name: "c"}, podIPs{}, src, nil)
 	env, _ = envOf(kv)
 	if _, ok := env["MY_WEB_SERVICE_HOST"]; ok || env["KUBERNETES_SERVICE_HOST"] != "10.0.0.1" || len(env) != 8 {
 		t.Errorf("links off: %v", env)
@@ -100,7 +100,7 @@ func TestServiceLinks(t *testing.T) {
 	// In the default namespace: its services, the master one once.
 	pod.Spec.EnableServiceLinks = nil
 	pod.Namespace = "default"
-	kv, _ = makeEnv(pod, &v1.Container{Name: "c"}, podIPs{}, src)
+	kv, _ = makeEnv(pod, &v1.Container{Name: "c"}, podIPs{}, src, nil)
 	env, _ = envOf(kv)
 	if env["OTHER_SERVICE_HOST"] != "10.0.0.2" || env["KUBERNETES_SERVICE_HOST"] != "10.0.0.1" || len(env) != 8+7 {
 		t.Errorf("default namespace: %d %v", len(env), env)
@@ -108,7 +108,7 @@ func TestServiceLinks(t *testing.T) {
 	// A "kubernetes" service of the pod's namespace wins, as in kubelet.
 	src.svcs["ns"] = append(src.svcs["ns"], svc("ns", "kubernetes", "10.0.0.99", v1.ServicePort{Port: 1}))
 	pod.Namespace = "ns"
-	kv, _ = makeEnv(pod, &v1.Container{Name: "c"}, podIPs{}, src)
+	kv, _ = makeEnv(pod, &v1.Container{Name: "c"}, podIPs{}, src, nil)
 	env, _ = envOf(kv)
 	if env["KUBERNETES_SERVICE_HOST"] != "10.0.0.99" {
 		t.Errorf("own kubernetes service: %q", env["KUBERNETES_SERVICE_HOST"])
@@ -163,14 +163,14 @@ func TestResourceFieldRef(t *testing.T) {
 	}
 	// In env, the container is the one being started unless named.
 	src := &richObjects{fakeObjects: &fakeObjects{}, alloc: alloc}
-	kv, err := makeEnv(pod, &pod.Spec.Containers[1], podIPs{}, src)
+	kv, err := makeEnv(pod, &pod.Spec.Containers[1], podIPs{}, src, nil)
 	if err != nil || len(kv) != 0 {
 		t.Fatal(kv, err)
 	}
 	c := pod.Spec.Containers[1]
 	c.Env = []v1.EnvVar{{Name: "CPU", ValueFrom: &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{Resource: "limits.cpu"}}},
 		{Name: "MEM", ValueFrom: &v1.EnvVarSource{ResourceFieldRef: &v1.ResourceFieldSelector{ContainerName: "c", Resource: "limits.memory", Divisor: resource.MustParse("1Mi")}}}}
-	kv, err = makeEnv(pod, &c, podIPs{}, src)
+	kv, err = makeEnv(pod, &c, podIPs{}, src, nil)
 	env, _ := envOf(kv)
 	if err != nil || env["CPU"] != "4" || env["MEM"] != "100" {
 		t.Errorf("env %v %v", env, err)

@@ -660,7 +660,7 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *v1.Container, ini
 		return false
 	}
 	cfgKey := "config/" + string(pod.UID) + "/" + c.Name
-	vars, err := makeEnv(pod, c, env.ips, w.p.objects)
+	vars, err := makeEnv(pod, c, env.ips, w.p.objects, env.volumes)
 	if err == nil {
 		err = w.verifyNonRoot(ctx, pod, c)
 	}
