@@ -1,0 +1,222 @@
+package vk_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Pod spec fields vk-cri resolves as kubelet does, end to end against the
+// real API server and cri-compose: runAsNonRoot, RuntimeClass,
+// subPathExpr and fileKeyRef env.
+
+// sleeper is a busybox container that runs until told to stop.
+func sleeper(name string) v1.Container {
+	return busybox(name, `trap 'exit 0' TERM; while true; do sleep 1; done`)
+}
+
+// specPod is a pod of the containers with a short grace period.
+func specPod(ns, name string, cs ...v1.Container) *v1.Pod {
+	grace := int64(1)
+	return &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       v1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: cs},
+	}
+}
+
+// waitWaiting waits until the pod's container waits with reason and a
+// message holding msg, and returns the pod.
+func waitWaiting(t *testing.T, ns, name, container, reason, msg string) *v1.Pod {
+	t.Helper()
+	var p *v1.Pod
+	waitFor(t, fmt.Sprintf("%s/%s waiting with %s", name, container, reason), 90*time.Second, func() (bool, string) {
+		p = getPod(t, ns, name)
+		cs := containerStatus(p, container)
+		ok := cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason == reason && strings.Contains(cs.State.Waiting.Message, msg)
+		return ok, podSummary(p)
+	})
+	return p
+}
+
+// waitEvent waits for an event of the pod with reason and a message
+// holding msg.
+func waitEvent(t *testing.T, ns, pod, reason, msg string) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("a %s event of %s", reason, pod), 60*time.Second, func() (bool, string) {
+		evs, err := client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Reason == reason && strings.Contains(e.Message, msg) {
+				return true, ""
+			}
+			seen = append(seen, e.Reason+": "+e.Message)
+		}
+		return false, strings.Join(seen, "; ")
+	})
+}
+
+// TestSpecRunAsNonRoot: a container that must run as non-root is refused
+// (CreateContainerConfigError, kubelet's message) when its runAsUser is 0
+// or, without one, when its image runs as root (the test image has no
+// USER); with runAsUser 1000 it runs as 1000.
+func TestSpecRunAsNonRoot(t *testing.T) {
+	need(t)
+	ns := namespace(t)
+	yes := true
+	root, user := int64(0), int64(1000)
+
+	p0 := specPod(ns, "uid0", sleeper("main"))
+	p0.Spec.SecurityContext = &v1.PodSecurityContext{RunAsNonRoot: &yes}
+	p0.Spec.Containers[0].SecurityContext = &v1.SecurityContext{RunAsUser: &root}
+	p0 = createPod(t, p0)
+
+	byImage := specPod(ns, "image-root", sleeper("main"))
+	byImage.Spec.Containers[0].SecurityContext = &v1.SecurityContext{RunAsNonRoot: &yes}
+	byImage = createPod(t, byImage)
+
+	ok := specPod(ns, "uid1000", sleeper("main"))
+	ok.Spec.SecurityContext = &v1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &user}
+	ok = createPod(t, ok)
+
+	p := waitRunning(t, ns, ok.Name)
+	if got := strings.TrimSpace(execIn(t, p, "main", "id", "-u")); got != "1000" {
+		t.Errorf("uid1000 runs as %q", got)
+	}
+	waitWaiting(t, ns, p0.Name, "main", "CreateContainerConfigError",
+		fmt.Sprintf(`container's runAsUser breaks non-root policy (pod: "%s_%s(%s)", container: main)`, p0.Name, ns, p0.UID))
+	waitEvent(t, ns, p0.Name, "Failed", "Error: container's runAsUser breaks non-root policy")
+	waitWaiting(t, ns, byImage.Name, "main", "CreateContainerConfigError",
+		fmt.Sprintf(`container has runAsNonRoot and image will run as root (pod: "%s_%s(%s)", container: main)`, byImage.Name, ns, byImage.UID))
+	for _, name := range []string{p0.Name, byImage.Name} {
+		// The sandbox runs; only the container is refused.
+		if p := getPod(t, ns, name); containerStatus(p, "main").ContainerID != "" || len(sandboxes(t, string(p.UID))) != 1 {
+			t.Errorf("%s: %s, %d sandboxes", name, podSummary(p), len(sandboxes(t, string(p.UID))))
+		}
+	}
+}
+
+// TestSpecRuntimeClass: the sandbox gets the handler of the pod's
+// RuntimeClass: "runc" runs, a handler cri-compose does not know leaves
+// the pod without a sandbox (ContainerCreating, FailedCreatePodSandBox),
+// and a pod whose RuntimeClass is missing waits until it exists.
+func TestSpecRuntimeClass(t *testing.T) {
+	need(t)
+	ns := namespace(t)
+	ctx := context.Background()
+	rcs := client.NodeV1().RuntimeClasses()
+	newClass := func(name, handler string) string {
+		t.Helper()
+		name = name + "-" + runID
+		_, err := rcs.Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: handler}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create RuntimeClass %s: %v", name, err)
+		}
+		t.Cleanup(func() { _ = rcs.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		return name
+	}
+	runc, kata := newClass("e2e-runc", "runc"), newClass("e2e-kata", "kata")
+
+	good := specPod(ns, "runc", sleeper("main"))
+	good.Spec.RuntimeClassName = &runc
+	good = createPod(t, good)
+	unknown := specPod(ns, "kata", sleeper("main"))
+	unknown.Spec.RuntimeClassName = &kata
+	unknown = createPod(t, unknown)
+
+	waitRunning(t, ns, good.Name)
+	if sbs := sandboxes(t, string(good.UID)); len(sbs) != 1 {
+		t.Errorf("runc: %d sandboxes", len(sbs))
+	}
+	waitWaiting(t, ns, unknown.Name, "main", "ContainerCreating", `runtime handler "kata" is not supported`)
+	waitEvent(t, ns, unknown.Name, "FailedCreatePodSandBox", `Failed to create pod sandbox: `)
+	if sbs := sandboxes(t, string(unknown.UID)); len(sbs) != 0 {
+		t.Errorf("kata: %d sandboxes", len(sbs))
+	}
+
+	// A missing class: the API server's RuntimeClass admission refuses to
+	// create such a pod, so the class goes between the pod's creation and
+	// its binding to the node.
+	late := newClass("e2e-late", "runc")
+	missing := specPod(ns, "late", sleeper("main"))
+	missing.Spec.RuntimeClassName = &late
+	missing, err := client.CoreV1().Pods(ns).Create(ctx, missing, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rcs.Delete(ctx, late, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = client.CoreV1().Pods(ns).Bind(ctx, &v1.Binding{ObjectMeta: metav1.ObjectMeta{Name: missing.Name, Namespace: ns},
+		Target: v1.ObjectReference{Kind: "Node", Name: nodeName}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("bind %s: %v", missing.Name, err)
+	}
+	waitWaiting(t, ns, missing.Name, "main", "ContainerCreating", fmt.Sprintf(`runtimeclass.node.k8s.io %q not found`, late))
+	waitEvent(t, ns, missing.Name, "FailedCreatePodSandBox", fmt.Sprintf(`Failed to create pod sandbox: runtimeclass.node.k8s.io %q not found`, late))
+	if sbs := sandboxes(t, string(missing.UID)); len(sbs) != 0 {
+		t.Errorf("late: %d sandboxes without its class", len(sbs))
+	}
+	if _, err := rcs.Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: late}, Handler: "runc"}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitRunning(t, ns, missing.Name) // at the next retry (back-off)
+}
+
+// TestSpecSubPathExpr: a volumeMount's subPathExpr $(POD_NAME) (from the
+// downward API) mounts the pod's own folder of the volume.
+func TestSpecSubPathExpr(t *testing.T) {
+	need(t)
+	ns := namespace(t)
+	main := sleeper("main")
+	main.Env = []v1.EnvVar{{Name: "POD_NAME", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}
+	main.VolumeMounts = []v1.VolumeMount{
+		{Name: "logs", MountPath: "/all"},
+		{Name: "logs", MountPath: "/mine", SubPathExpr: "pods/$(POD_NAME)"},
+	}
+	pod := specPod(ns, "subpath-expr", main)
+	pod.Spec.Volumes = []v1.Volume{{Name: "logs", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	pod = createPod(t, pod)
+	p := waitRunning(t, ns, pod.Name)
+	execIn(t, p, "main", "sh", "-c", "echo hello > /mine/f")
+	if got := execIn(t, p, "main", "cat", "/all/pods/subpath-expr/f"); got != "hello\n" {
+		t.Errorf("/all/pods/subpath-expr/f = %q", got)
+	}
+}
+
+// TestSpecFileKeyRef: env from a file an init container wrote into an
+// emptyDir (kubelet's KEY='value' format); an optional key that is not
+// there leaves its variable unset.
+func TestSpecFileKeyRef(t *testing.T) {
+	need(t)
+	ns := namespace(t)
+	yes := true
+	ref := func(key string, optional *bool) *v1.EnvVarSource {
+		return &v1.EnvVarSource{FileKeyRef: &v1.FileKeySelector{VolumeName: "config", Path: "app/app.env", Key: key, Optional: optional}}
+	}
+	init := busybox("write", `mkdir -p /config/app && printf "%s\n" "# by the init container" "GREETING='hello from init'" "MULTI='two"  "lines'" > /config/app/app.env`)
+	init.VolumeMounts = []v1.VolumeMount{{Name: "config", MountPath: "/config"}}
+	main := sleeper("main")
+	main.Env = []v1.EnvVar{
+		{Name: "GREETING", ValueFrom: ref("GREETING", nil)},
+		{Name: "MULTI", ValueFrom: ref("MULTI", nil)},
+		{Name: "OPT", ValueFrom: ref("NOT_THERE", &yes)},
+	}
+	pod := specPod(ns, "file-key-ref", main)
+	pod.Spec.InitContainers = []v1.Container{init}
+	pod.Spec.Volumes = []v1.Volume{{Name: "config", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	pod = createPod(t, pod)
+	p := waitRunning(t, ns, pod.Name)
+	got := execIn(t, p, "main", "sh", "-c", `echo "$GREETING|$MULTI|${OPT-unset}"`)
+	if want := "hello from init|two\nlines|unset\n"; got != want {
+		t.Errorf("env: %q, want %q", got, want)
+	}
+}
