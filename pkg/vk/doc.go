@@ -17,11 +17,13 @@
 //     as kubelet does), kubelet's atomic-writer layout, and the informer
 //     hooks that bring configMap and secret changes to running pods.
 //   - env_services.go: service link variables (enableServiceLinks).
+//   - runtimeclass.go: a pod's RuntimeClass → the CRI runtime handler.
 //   - restart.go: kubelet's restart policy and crash-loop back-off.
 //   - status.go: CRI state → v1.PodStatus, a pure function.
 //   - events.go: the runtime's container event stream (or a relist) that
 //     wakes the workers.
-//   - node.go, hostinfo.go: the Node object, its capacity and conditions.
+//   - node.go, hostinfo.go: the Node object, its capacity, allocatable
+//     (less --kube-reserved and --system-reserved) and conditions.
 //   - logs.go, streaming.go, server.go: the kubelet API (logs from the CRI
 //     log files; exec, attach and port-forward proxied to the runtime's
 //     streaming server; TLS).
