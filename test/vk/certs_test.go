@@ -19,64 +19,27 @@ import (
 // --kubelet-client-certificate are) into dir. It returns the CA's path and
 // the client's certificate and key paths.
 func makeKubeletClientPKI(dir string) (caPath string, client [2]string, err error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", client, err
-	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := newSigningCA(dir, "vk-e2e-client-ca")
 	if err != nil {
 		return "", client, err
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "vk-e2e-client-ca"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return "", client, err
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", client, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
-		NotBefore:    time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return "", client, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return "", client, err
-	}
-	caPath = filepath.Join(dir, "client-ca.crt")
-	client = [2]string{filepath.Join(dir, "kubelet-client.crt"), filepath.Join(dir, "kubelet-client.key")}
-	for path, block := range map[string]*pem.Block{
-		caPath:    {Type: "CERTIFICATE", Bytes: caDER},
-		client[0]: {Type: "CERTIFICATE", Bytes: der},
-		client[1]: {Type: "EC PRIVATE KEY", Bytes: keyDER},
-	} {
-		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
-			return "", client, err
-		}
-	}
-	return caPath, client, nil
+	client[0], client[1], err = ca.issue(dir, "kubelet-client", &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	return ca.path, client, err
 }
 
-// signingCA is a CA that signs kubelet serving certificates, in the role
-// of kube-controller-manager's --cluster-signing-cert-file.
+// signingCA is a test CA: the kubelet client CA, the front proxy's CA,
+// or one that signs kubelet serving certificates in the role of
+// kube-controller-manager's --cluster-signing-cert-file.
 type signingCA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
 	path string // its certificate, PEM
 }
 
-func newSigningCA(dir string) (*signingCA, error) {
+func newSigningCA(dir, name string) (*signingCA, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -85,7 +48,7 @@ func newSigningCA(dir string) (*signingCA, error) {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "vk-e2e-cluster-signing-ca"},
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}
@@ -97,11 +60,42 @@ func newSigningCA(dir string) (*signingCA, error) {
 	if err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, "cluster-signing-ca.crt")
+	path := filepath.Join(dir, name+".crt")
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
 		return nil, err
 	}
 	return &signingCA{cert: cert, key: key, path: path}, nil
+}
+
+// issue signs a new key's certificate with tmpl's subject, names and
+// extended key usages, valid for a day, and writes it and its key into
+// dir as name.crt and name.key.
+func (ca *signingCA) issue(dir, name string, tmpl *x509.Certificate) (crtPath, keyPath string, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return "", "", err
+	}
+	t := *tmpl
+	t.SerialNumber = serial
+	t.NotBefore, t.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
+	t.KeyUsage = x509.KeyUsageDigitalSignature
+	der, err := x509.CreateCertificate(rand.Reader, &t, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return "", "", err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	crtPath, keyPath = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if err := os.WriteFile(crtPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		return "", "", err
+	}
+	return crtPath, keyPath, os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
 }
 
 // sign issues the certificate a kubelet-serving CSR (PEM) asks for, valid

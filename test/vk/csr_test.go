@@ -43,7 +43,7 @@ func TestServingCertificateCSR(t *testing.T) {
 	need(t)
 	ctx := context.Background()
 	dir := filepath.Join(runDir, "csr")
-	ca, err := newSigningCA(filepath.Join(dir, "pki"))
+	ca, err := newSigningCA(filepath.Join(dir, "pki"), "vk-e2e-cluster-signing-ca")
 	if err != nil {
 		t.Fatal(err)
 	}

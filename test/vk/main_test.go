@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -211,6 +213,16 @@ func setup() (cleanup func()) {
 	if kubeletCACert, kubeletClient, err = makeKubeletClientPKI(pki); err != nil {
 		return fail(err)
 	}
+	// The aggregation layer's front proxy, for metrics-server (kubectl top).
+	frontProxy, err := newSigningCA(pki, "vk-e2e-front-proxy-ca")
+	if err != nil {
+		return fail(err)
+	}
+	proxyCert, proxyKey, err := frontProxy.issue(pki, "front-proxy-client", &x509.Certificate{
+		Subject: pkix.Name{CommonName: "front-proxy-client"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	if err != nil {
+		return fail(err)
+	}
 	port, err := freePort()
 	if err != nil {
 		return fail(err)
@@ -235,6 +247,17 @@ func setup() (cleanup func()) {
 	args.Set("kubelet-client-key", kubeletClient[1])
 	// The node's Hostname address does not resolve here.
 	args.Set("kubelet-preferred-address-types", "InternalIP")
+	// The aggregation layer as kubeadm sets it up; with aggregator
+	// routing, it reaches an APIService's endpoints, not its cluster IP
+	// (there is no kube-proxy here).
+	args.Set("requestheader-client-ca-file", frontProxy.path)
+	args.Set("requestheader-allowed-names", "front-proxy-client")
+	args.Set("requestheader-username-headers", "X-Remote-User")
+	args.Set("requestheader-group-headers", "X-Remote-Group")
+	args.Set("requestheader-extra-headers-prefix", "X-Remote-Extra-")
+	args.Set("proxy-client-cert-file", proxyCert)
+	args.Set("proxy-client-key-file", proxyKey)
+	args.Set("enable-aggregator-routing", "true")
 	if restConfig, err = env.Start(); err != nil {
 		return fail(fmt.Errorf("start control plane: %w", err))
 	}
@@ -403,14 +426,7 @@ func waitSocket(path string, d time.Duration) error {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return freePortOn("127.0.0.1") }
 
 func tail(path string, n int) string {
 	b, err := os.ReadFile(path)

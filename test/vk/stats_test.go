@@ -15,6 +15,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 )
 
 const (
@@ -91,7 +93,9 @@ func value(m *dto.Metric) float64 {
 
 // TestTop: /stats/summary and /metrics/resource, fetched from the node as
 // metrics-server fetches them for `kubectl top`, show a pod that burns
-// CPU and holds memory with the numbers it uses.
+// CPU and holds memory with the numbers it uses; then a real
+// metrics-server, registered with the API server, serves them as
+// `kubectl top pod` and `kubectl top node` read them.
 func TestTop(t *testing.T) {
 	need(t)
 	ns := namespace(t)
@@ -186,6 +190,46 @@ func TestTop(t *testing.T) {
 	if m, ok := sample(mfs, "scrape_error", nil); !ok || value(m) != 0 {
 		t.Errorf("scrape_error: %v", m)
 	}
+
+	// And `kubectl top`: metrics-server scrapes the node, and the API
+	// server serves what it made of it (the metrics.k8s.io API that
+	// kubectl top reads).
+	t.Run("kubectl top", func(t *testing.T) {
+		startMetricsServer(t)
+		mc, err := metricsclient.NewForConfig(restConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		var pm *metricsv1beta1.PodMetrics
+		waitFor(t, "kubectl top pod: the pod's CPU and memory", 2*time.Minute, func() (bool, string) {
+			pm, err = mc.MetricsV1beta1().PodMetricses(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			var burnCPU, hogMem int64
+			for _, c := range pm.Containers {
+				switch c.Name {
+				case "burn":
+					burnCPU = c.Usage.Cpu().MilliValue()
+				case "hog":
+					hogMem = c.Usage.Memory().Value()
+				}
+			}
+			return len(pm.Containers) == 2 && burnCPU >= 50 && hogMem >= 60*mib,
+				fmt.Sprintf("%+v", pm.Containers)
+		})
+		for _, c := range pm.Containers {
+			t.Logf("kubectl top pod %s: container %s cpu %v memory %v (window %v)", pod.Name, c.Name, c.Usage.Cpu(), c.Usage.Memory(), pm.Window.Duration)
+		}
+		waitFor(t, "kubectl top node", time.Minute, func() (bool, string) {
+			nm, err := mc.MetricsV1beta1().NodeMetricses().Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			return nm.Usage.Cpu().MilliValue() > 0 && nm.Usage.Memory().Value() > 0, fmt.Sprintf("%+v", nm.Usage)
+		})
+	})
 }
 
 func containerStats(p statsv1alpha1.PodStats, name string) *statsv1alpha1.ContainerStats {

@@ -110,3 +110,13 @@ func k8sLdflags(kv string) string {
 		" -X k8s.io/component-base/version.gitMinor=" + minor[1] +
 		" -X k8s.io/component-base/version.gitTreeState=clean"
 }
+
+// metricsServerBinary returns metrics-server at the version tools/go.mod
+// pins, for `kubectl top`.
+func metricsServerBinary(ctx context.Context, toolsDir string) (string, time.Duration, error) {
+	v, err := goCmd(ctx, toolsDir, "list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/metrics-server")
+	if err != nil {
+		return "", 0, err
+	}
+	return cachedTool(ctx, toolsDir, "metrics-server", v, "sigs.k8s.io/metrics-server/cmd/metrics-server", "-trimpath", "-ldflags=-s -w")
+}
