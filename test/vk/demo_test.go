@@ -20,6 +20,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/cri-compose/cri-compose/test/toolcache"
 )
@@ -145,6 +146,26 @@ func TestDemo(t *testing.T) {
 		out.Write(b)
 	}
 
+	// kubectl top, through a real metrics-server that scrapes the node.
+	say("\nStarting metrics-server for kubectl top (it needs two scrapes, 10 s apart)...")
+	startMetricsServer(t)
+	mc, err := metricsclient.NewForConfig(restConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the demo pod's metrics", 2*time.Minute, func() (bool, string) {
+		if ctx.Err() != nil {
+			t.Fatal("interrupted")
+		}
+		pm, err := mc.MetricsV1beta1().PodMetricses(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(pm.Containers) == 2, fmt.Sprintf("%+v", pm.Containers)
+	})
+	run(kubeEnv, kubectl, "top", "pod", "-n", ns, "--containers")
+	run(kubeEnv, kubectl, "top", "node", nodeName)
+
 	say(`
 The stack: kube-apiserver + etcd (on loopback), vk-cri (node %s), cri-compose (%s), Docker Engine.
 Try, in another terminal:
@@ -152,10 +173,11 @@ Try, in another terminal:
   %s get pods -A -o wide
   %s logs -n %s %s -c hello -f
   %s exec -n %s %s -c web -- wget -qO- localhost:8080
+  %s top pod -n %s
   %s --config %s ps
   DOCKER_CONFIG=%s docker compose ls
   docker ps --filter label=com.docker.compose.project`,
-		nodeName, criEndpoint, kubeconfig, kubectl, kubectl, ns, pod.Name, kubectl, ns, pod.Name,
+		nodeName, criEndpoint, kubeconfig, kubectl, kubectl, ns, pod.Name, kubectl, ns, pod.Name, kubectl, ns,
 		crictl, crictlConfig, dockerConfig)
 
 	if os.Getenv("DEMO_KEEP") == "0" {

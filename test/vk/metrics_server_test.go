@@ -104,7 +104,7 @@ func startMetricsServer(t *testing.T) {
 	ctx = context.Background()
 	svc := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: metricsServerName, Namespace: metav1.NamespaceSystem},
-		Spec: v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt(port)}}},
+		Spec:       v1.ServiceSpec{Ports: []v1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt(port)}}},
 	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: metricsServerName, Namespace: metav1.NamespaceSystem,
@@ -118,8 +118,8 @@ func startMetricsServer(t *testing.T) {
 		"metadata": map[string]any{"name": "v1beta1.metrics.k8s.io"},
 		"spec": map[string]any{
 			"group": "metrics.k8s.io", "version": "v1beta1",
-			"service":  map[string]any{"namespace": metav1.NamespaceSystem, "name": metricsServerName, "port": int64(443)},
-			"caBundle": base64.StdEncoding.EncodeToString(caPEM),
+			"service":              map[string]any{"namespace": metav1.NamespaceSystem, "name": metricsServerName, "port": int64(443)},
+			"caBundle":             base64.StdEncoding.EncodeToString(caPEM),
 			"groupPriorityMinimum": int64(100), "versionPriority": int64(100),
 		},
 	}}
