@@ -1,8 +1,8 @@
 // Package toolcache builds the slow-to-build tools that tests and
 // benchmarks run (crictl, Docker Compose v2) once per machine into
 // os.UserCacheDir()/cri-compose/tools/<name>-<version>, and installs Compose
-// v2 as a Docker CLI plugin in a private DOCKER_CONFIG. test/e2e and
-// test/bench share it.
+// v2 as a Docker CLI plugin in a private DOCKER_CONFIG. test/e2e,
+// test/bench and test/vk (its control plane and kubectl) share it.
 package toolcache
 
 import (

@@ -33,6 +33,7 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/toolcache"
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
@@ -176,9 +177,9 @@ func setup() (cleanup func()) {
 		if os.Getenv("VK_E2E_RACE") == "0" {
 			race = nil
 		}
-		_, buildErr = goCmd(ctx, repoRoot, append(append([]string{"build"}, race...), "-o", binDir+"/", "./cmd/vk-cri")...)
+		_, buildErr = toolcache.Go(ctx, repoRoot, append(append([]string{"build"}, race...), "-o", binDir+"/", "./cmd/vk-cri")...)
 		if buildErr == nil {
-			_, buildErr = goCmd(ctx, repoRoot, "build", "-o", binDir+"/", "./cmd/cri-compose")
+			_, buildErr = toolcache.Go(ctx, repoRoot, "build", "-o", binDir+"/", "./cmd/cri-compose")
 		}
 	})
 	image = "localhost/cri-compose/vk-e2e-busybox:" + runID
