@@ -19,6 +19,9 @@
 //   - env_services.go: service link variables (enableServiceLinks).
 //   - runtimeclass.go: a pod's RuntimeClass → the CRI runtime handler.
 //   - restart.go: kubelet's restart policy and crash-loop back-off.
+//   - sidecar.go: sidecar containers (init containers with restartPolicy
+//     Always): their start gating the next, their restarts, and their stop
+//     after the app containers.
 //   - status.go: CRI state → v1.PodStatus, a pure function.
 //   - events.go: the runtime's container event stream (or a relist) that
 //     wakes the workers.

@@ -152,7 +152,7 @@ func (w *podWorker) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	// The hook's output stays out of the event, which others may read
 	// (kubelet's choice too).
 	w.p.containerEvent(pod, c.Name, true, eventFailedPostStartHook, "PostStartHook failed")
-	if kerr := w.killContainer(ctx, pod, c, id, podGrace(pod), ""); kerr != nil {
+	if kerr := w.killContainer(ctx, pod, c, id, podGrace(pod), "", nil); kerr != nil {
 		klog.ErrorS(kerr, "Killing a container whose postStart hook failed", "pod", klog.KObj(pod), "container", c.Name)
 	}
 	msg := out
@@ -164,10 +164,11 @@ func (w *podWorker) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container,
 }
 
 // killContainer stops running container id of spec c (nil: unknown) with
-// grace seconds in all: its preStop hook first, then StopContainer with
-// what is left (at least minGraceSeconds). msg, when set, is why (a
-// Killing event, and the message of its terminated state).
-func (w *podWorker) killContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, grace int64, msg string) error {
+// grace seconds in all: its preStop hook first, then, with order, its
+// turn (a sidecar's at pod termination), then StopContainer with what is
+// left (at least minGraceSeconds). msg, when set, is why (a Killing
+// event, and the message of its terminated state).
+func (w *podWorker) killContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string, grace int64, msg string, order *termOrder) error {
 	name := ""
 	if c != nil {
 		name = c.Name
@@ -178,8 +179,8 @@ func (w *podWorker) killContainer(ctx context.Context, pod *v1.Pod, c *v1.Contai
 		w.mu.Unlock()
 		w.p.containerEvent(pod, name, false, eventKilling, msg)
 	}
+	start, waited := w.p.clock.Now(), false
 	if c != nil && c.Lifecycle != nil && c.Lifecycle.PreStop != nil && grace > 0 {
-		start := w.p.clock.Now()
 		hctx, cancel := context.WithTimeout(ctx, time.Duration(grace)*time.Second)
 		out, err := w.runHook(hctx, pod, c, id, c.Lifecycle.PreStop)
 		cancel()
@@ -187,6 +188,15 @@ func (w *podWorker) killContainer(ctx context.Context, pod *v1.Pod, c *v1.Contai
 			klog.V(2).InfoS("PreStop hook failed", "pod", klog.KObj(pod), "container", name, "err", err, "output", out)
 			w.p.containerEvent(pod, name, true, eventFailedPreStopHook, fmt.Sprintf("PreStopHook failed: %v", err))
 		}
+		waited = true
+	}
+	if left := time.Duration(grace)*time.Second - w.p.clock.Since(start); order != nil && left > 0 {
+		if order.waitTurn(ctx, id, left) > 0 {
+			klog.V(3).InfoS("Sidecar's turn to stop", "pod", klog.KObj(pod), "container", name, "id", id)
+			waited = true
+		}
+	}
+	if waited {
 		grace = max(grace-int64(w.p.clock.Since(start).Seconds()), minGraceSeconds)
 	}
 	if err := w.p.rt.StopContainer(ctx, id, grace); err != nil && !isNotFound(err) {

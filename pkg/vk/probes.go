@@ -334,10 +334,13 @@ func (pw *probeWorker) step(ctx context.Context) {
 	}
 }
 
-// probeKillMessage is why a container that failed its probe is killed, as
-// kubelet words it.
-func probeKillMessage(pod *v1.Pod, name string, kind probeKind) string {
-	msg := fmt.Sprintf("Container %s failed %s probe", name, kind)
+// probeKillMessage is why container c, which failed its probe, is
+// killed, as kubelet words it (a sidecar always restarts, unsaid).
+func probeKillMessage(pod *v1.Pod, c *v1.Container, kind probeKind) string {
+	if isSidecar(c) {
+		return fmt.Sprintf("Init container %s failed %s probe", c.Name, kind)
+	}
+	msg := fmt.Sprintf("Container %s failed %s probe", c.Name, kind)
 	if pod.Spec.RestartPolicy != v1.RestartPolicyNever {
 		msg += ", will be restarted"
 	}
@@ -556,7 +559,8 @@ func resolvePort(p intstr.IntOrString, c *v1.Container) (int, error) {
 }
 
 // syncProbes runs the probes of the pod's running app containers and
-// stops those of containers that are gone or stopped.
+// sidecars (regular init containers have none) and stops those of
+// containers that are gone or stopped.
 func (w *podWorker) syncProbes(ctx context.Context, pod *v1.Pod, obs *observation) {
 	keep := map[string]bool{}
 	sb := obs.sandboxInfo()
@@ -567,8 +571,16 @@ func (w *podWorker) syncProbes(ctx context.Context, pod *v1.Pod, obs *observatio
 	case sb != nil && len(sb.ips) > 0:
 		host = sb.ips[0]
 	}
+	probed := make([]*v1.Container, 0, len(pod.Spec.InitContainers)+len(pod.Spec.Containers))
+	for i := range pod.Spec.InitContainers {
+		if isSidecar(&pod.Spec.InitContainers[i]) {
+			probed = append(probed, &pod.Spec.InitContainers[i])
+		}
+	}
 	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
+		probed = append(probed, &pod.Spec.Containers[i])
+	}
+	for _, c := range probed {
 		cur := obs.current(c.Name)
 		if !hasProbes(c) || cur == nil || cur.state != runtimeapi.ContainerState_CONTAINER_RUNNING || w.terminal {
 			continue

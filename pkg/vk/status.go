@@ -66,8 +66,9 @@ type statusInput struct {
 	terminated bool
 	startTime  time.Time
 	now        time.Time
-	// probe tells whether running app container c (instance id) has
-	// started and is ready, from its probes (nil: both once running).
+	// probe tells whether running container c (an app container or a
+	// sidecar; instance id) has started and is ready, from its probes
+	// (nil: both once running).
 	probe func(c *v1.Container, id string) (started, ready bool)
 }
 
@@ -109,8 +110,8 @@ func computeStatus(in statusInput) v1.PodStatus {
 	initDone := true
 	for i := range in.pod.Spec.InitContainers {
 		c := &in.pod.Spec.InitContainers[i]
-		cs := in.containerStatus(c, true, initDone)
-		if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+		cs := in.containerStatus(c, true, false)
+		if !initComplete(c, &cs) {
 			initDone = false
 		}
 		st.InitContainerStatuses = append(st.InitContainerStatuses, cs)
@@ -119,14 +120,30 @@ func computeStatus(in statusInput) v1.PodStatus {
 		c := &in.pod.Spec.Containers[i]
 		st.ContainerStatuses = append(st.ContainerStatuses, in.containerStatus(c, false, initDone))
 	}
+	// As kubelet: once an app container ran, the pod stays initialized
+	// while a sidecar restarts.
+	for _, cs := range st.ContainerStatuses {
+		if cs.State.Running != nil || cs.State.Terminated != nil {
+			initDone = true
+		}
+	}
 	sort.Slice(st.ContainerStatuses, func(i, j int) bool { return st.ContainerStatuses[i].Name < st.ContainerStatuses[j].Name })
 	if in.terminated {
 		finalize(st.InitContainerStatuses)
 		finalize(st.ContainerStatuses)
 	}
-	st.Phase = podPhase(in.pod.Spec.RestartPolicy, st.InitContainerStatuses, st.ContainerStatuses, in.terminated)
+	st.Phase = podPhase(in.pod, st.InitContainerStatuses, st.ContainerStatuses, in.terminated, initDone)
 	st.Conditions = in.conditions(&st, initDone)
 	return st
+}
+
+// initComplete reports whether init container c no longer holds the next
+// back: a regular one succeeded, a sidecar started.
+func initComplete(c *v1.Container, cs *v1.ContainerStatus) bool {
+	if isSidecar(c) {
+		return cs.Started != nil && *cs.Started
+	}
+	return cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
 }
 
 // containerStatus is one container's status. initDone says whether the
@@ -156,8 +173,10 @@ func (in *statusInput) containerStatus(c *v1.Container, init, initDone bool) v1.
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason}
 	case cur.state == runtimeapi.ContainerState_CONTAINER_RUNNING:
 		cs.State.Running = &v1.ContainerStateRunning{StartedAt: metav1.NewTime(cur.startedAt)}
-		started, ready := true, true
-		if in.probe != nil && !init {
+		// As kubelet's prober manager: a regular init container is
+		// ready only once it succeeded; the others per their probes.
+		started, ready := true, !init || isSidecar(c)
+		if in.probe != nil && ready {
 			started, ready = in.probe(c, cur.id)
 		}
 		cs.Started, cs.Ready = &started, ready
@@ -170,6 +189,7 @@ func (in *statusInput) containerStatus(c *v1.Container, init, initDone bool) v1.
 			cs.LastTerminationState = v1.ContainerState{Terminated: t}
 		} else {
 			cs.State.Terminated = t
+			cs.Ready = init && !isSidecar(c) && t.ExitCode == 0
 		}
 	case cur.state == runtimeapi.ContainerState_CONTAINER_CREATED:
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reasonContainerCreating}
@@ -239,10 +259,21 @@ func finalize(statuses []v1.ContainerStatus) {
 	}
 }
 
-// podPhase is kubelet's getPhase.
-func podPhase(policy v1.RestartPolicy, inits, apps []v1.ContainerStatus, terminated bool) v1.PodPhase {
+// podPhase is kubelet's getPhase. Sidecars count as running containers
+// while they run; one that stopped counts for nothing, and one yet to
+// start holds the pod Pending until it is initialized.
+func podPhase(pod *v1.Pod, inits, apps []v1.ContainerStatus, terminated, initialized bool) v1.PodPhase {
+	policy := pod.Spec.RestartPolicy
+	var regularInits, sidecars []v1.ContainerStatus
+	for i, cs := range inits {
+		if i < len(pod.Spec.InitContainers) && isSidecar(&pod.Spec.InitContainers[i]) {
+			sidecars = append(sidecars, cs)
+		} else {
+			regularInits = append(regularInits, cs)
+		}
+	}
 	if terminated {
-		for _, cs := range append(append([]v1.ContainerStatus{}, inits...), apps...) {
+		for _, cs := range append(append([]v1.ContainerStatus{}, regularInits...), apps...) {
 			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 				return v1.PodFailed
 			}
@@ -250,7 +281,7 @@ func podPhase(policy v1.RestartPolicy, inits, apps []v1.ContainerStatus, termina
 		return v1.PodSucceeded
 	}
 	pendingInit := false
-	for _, cs := range inits {
+	for _, cs := range regularInits {
 		switch {
 		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0:
 		case cs.State.Terminated != nil:
@@ -265,10 +296,24 @@ func podPhase(policy v1.RestartPolicy, inits, apps []v1.ContainerStatus, termina
 			pendingInit = true
 		}
 	}
+	var running, waiting, stopped, succeeded int
+	for _, cs := range sidecars {
+		switch {
+		case cs.State.Running != nil:
+			running++
+			if (cs.Started == nil || !*cs.Started) && !initialized {
+				pendingInit = true
+			}
+		case cs.State.Waiting != nil && cs.LastTerminationState.Terminated == nil:
+			waiting++
+			if !initialized {
+				pendingInit = true
+			}
+		}
+	}
 	if pendingInit {
 		return v1.PodPending
 	}
-	var running, waiting, stopped, succeeded int
 	for _, cs := range apps {
 		switch {
 		case cs.State.Running != nil:
@@ -320,14 +365,21 @@ func (in *statusInput) conditions(st *v1.PodStatus, initDone bool) []v1.PodCondi
 	}
 	add(v1.PodReadyToStartContainers, in.sandbox != nil && in.sandbox.ready && !in.terminated, "", "")
 	var incomplete []string
-	for _, cs := range st.InitContainerStatuses {
-		if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 0 {
+	for i, cs := range st.InitContainerStatuses {
+		if i < len(in.pod.Spec.InitContainers) && !initComplete(&in.pod.Spec.InitContainers[i], &cs) {
 			incomplete = append(incomplete, cs.Name)
 		}
 	}
 	add(v1.PodInitialized, initDone || st.Phase == v1.PodSucceeded && len(incomplete) == 0, "ContainersNotInitialized",
 		fmt.Sprintf("containers with incomplete status: [%s]", strings.Join(incomplete, " ")))
+	// A sidecar's readiness counts as an app container's (kubelet lists
+	// the sidecars first).
 	var unready []string
+	for i, cs := range st.InitContainerStatuses {
+		if i < len(in.pod.Spec.InitContainers) && isSidecar(&in.pod.Spec.InitContainers[i]) && !cs.Ready {
+			unready = append(unready, cs.Name)
+		}
+	}
 	for _, cs := range st.ContainerStatuses {
 		if !cs.Ready {
 			unready = append(unready, cs.Name)

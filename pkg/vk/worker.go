@@ -449,6 +449,15 @@ func (w *podWorker) syncPod(ctx context.Context) (obs *observation, acted bool, 
 	sb := obs.sandboxInfo()
 	if w.terminal {
 		if sb != nil && sb.ready {
+			// What still runs (sidecars) stops as at deletion: preStop
+			// hooks, the sidecars last.
+			if left := obs.notExited(); len(left) > 0 {
+				klog.V(2).InfoS("Pod finished; stopping its remaining containers", "pod", klog.KObj(pod), "containers", len(left))
+				if err := w.stopContainers(ctx, pod, left, podGrace(pod)); err != nil {
+					return obs, false, err
+				}
+				return obs, true, nil
+			}
 			klog.V(2).InfoS("Pod finished; stopping its sandbox", "pod", klog.KObj(pod))
 			if err := w.p.rt.StopPodSandbox(ctx, sb.id); err != nil && !isNotFound(err) {
 				return obs, false, fmt.Errorf("stop sandbox %s: %w", sb.id, err)
@@ -486,9 +495,36 @@ func (w *podWorker) syncPod(ctx context.Context) (obs *observation, acted bool, 
 		env.ips.podIPs = w.p.cfg.NodeIPs
 	}
 
-	// Init containers, one after the other, each to success.
+	initialized := obs.initialized(pod)
+	if initialized && w.appsDone(pod, obs) {
+		// As kubelet: the pod is done, and its sidecars are not restarted
+		// to keep it alive.
+		klog.V(2).InfoS("Pod's containers finished", "pod", klog.KObj(pod))
+		w.terminal = true
+		return obs, true, nil
+	}
+
+	// Init containers, one after the other: each regular one to success,
+	// each sidecar until it has started. Once the app containers were
+	// started, only the sidecars are kept running.
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
+		if isSidecar(c) {
+			started, acted, err := w.syncSidecar(ctx, pod, c, obs, env)
+			if err != nil || acted && !initialized {
+				return obs, acted, err
+			}
+			if !started && !initialized {
+				return obs, false, nil // the next waits for it to start
+			}
+			if acted {
+				return obs, true, nil // look again before the rest
+			}
+			continue
+		}
+		if initialized {
+			continue
+		}
 		cur := obs.current(c.Name)
 		switch {
 		case cur == nil:
@@ -524,7 +560,7 @@ func (w *podWorker) syncPod(ctx context.Context) (obs *observation, acted bool, 
 				probe = c.StartupProbe
 			}
 			klog.InfoS("Container failed its probe; killing it", "pod", klog.KObj(pod), "container", c.Name, "probe", kind)
-			if err := w.killContainer(ctx, pod, c, cur.id, probeGrace(pod, probe), probeKillMessage(pod, c.Name, kind)); err != nil {
+			if err := w.killContainer(ctx, pod, c, cur.id, probeGrace(pod, probe), probeKillMessage(pod, c, kind), nil); err != nil {
 				return obs, acted, err
 			}
 			acted = true
@@ -723,7 +759,7 @@ func (w *podWorker) startCreated(ctx context.Context, pod *v1.Pod, cur *criConta
 // stopContainer stops running container id of spec c, its preStop hook
 // first, within the pod's grace period.
 func (w *podWorker) stopContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string) error {
-	return w.killContainer(ctx, pod, c, id, podGrace(pod), "")
+	return w.killContainer(ctx, pod, c, id, podGrace(pod), "", nil)
 }
 
 // probeFailed reports whether container instance id failed its liveness
@@ -770,30 +806,7 @@ func (w *podWorker) kill(ctx context.Context, grace int64) (*observation, error)
 	if err != nil {
 		return nil, err
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for _, l := range obs.containers {
-		for _, c := range l {
-			if c.state == runtimeapi.ContainerState_CONTAINER_EXITED {
-				continue
-			}
-			wg.Go(func() {
-				var spec *v1.Container
-				if c.state == runtimeapi.ContainerState_CONTAINER_RUNNING {
-					spec = specOf(pod, c.name) // for its preStop hook
-				}
-				if err := w.killContainer(ctx, pod, spec, c.id, grace, ""); err != nil {
-					select {
-					case errs <- fmt.Errorf("stop container %s: %w", c.name, err):
-					default:
-					}
-				}
-			})
-		}
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := w.stopContainers(ctx, pod, obs.notExited(), grace); err != nil {
 		return nil, err
 	}
 	if obs, err = w.observe(ctx); err != nil { // the exit codes
