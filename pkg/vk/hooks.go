@@ -48,9 +48,17 @@ func newEventRecorder(client kubernetes.Interface, node string) (record.EventRec
 	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: "kubelet", Host: node}), b.Shutdown
 }
 
-// containerEvent records an event about a pod's container.
+// containerEvent records an event about a pod's container, named by its
+// field path as kubelet does (spec.initContainers{...} for init
+// containers and sidecars).
 func (p *Provider) containerEvent(pod *v1.Pod, container string, warn bool, reason, msg string) {
-	p.event(pod, fmt.Sprintf("spec.containers{%s}", container), warn, reason, msg)
+	field := "containers"
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == container {
+			field = "initContainers"
+		}
+	}
+	p.event(pod, fmt.Sprintf("spec.%s{%s}", field, container), warn, reason, msg)
 }
 
 // podEvent records an event about a pod as a whole.
