@@ -1,6 +1,7 @@
 package vk
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -29,6 +30,17 @@ func specPod(policy v1.RestartPolicy, inits []string, apps ...string) *v1.Pod {
 	}
 	for _, n := range apps {
 		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: n, Image: "img"})
+	}
+	return p
+}
+
+// withSidecar makes the pod's init containers named names sidecars.
+func withSidecar(p *v1.Pod, names ...string) *v1.Pod {
+	always := v1.ContainerRestartPolicyAlways
+	for i := range p.Spec.InitContainers {
+		if slices.Contains(names, p.Spec.InitContainers[i].Name) {
+			p.Spec.InitContainers[i].RestartPolicy = &always
+		}
 	}
 	return p
 }
@@ -148,6 +160,35 @@ func TestComputeStatus(t *testing.T) {
 				containers: map[string][]*criContainer{"i": {exited("i", "sb", 0, 0)}, "a": {exited("a", "sb", 0, 143)}}},
 			checks: []check{phase(v1.PodFailed), state("a", "terminated:Error"), state("b", "terminated:ContainerStatusUnknown"),
 				cond(v1.PodReadyToStartContainers, v1.ConditionFalse, "")},
+		},
+		{
+			name: "sidecar not started yet",
+			in: statusInput{pod: withSidecar(specPod(v1.RestartPolicyNever, []string{"s", "i"}, "a"), "s"), sandbox: sb,
+				containers: map[string][]*criContainer{"s": {running("s", "sb", 0)}},
+				probe:      func(*v1.Container, string) (bool, bool) { return false, false }},
+			checks: []check{phase(v1.PodPending), state("s", "running"), state("a", "waiting:PodInitializing"),
+				cond(v1.PodInitialized, v1.ConditionFalse, "ContainersNotInitialized")},
+		},
+		{
+			name: "sidecar restarting once initialized",
+			in: statusInput{pod: withSidecar(specPod(v1.RestartPolicyNever, []string{"s", "i"}, "a"), "s"), sandbox: sb,
+				containers: map[string][]*criContainer{"s": {exited("s", "sb", 1, 1), exited("s", "sb", 0, 1)},
+					"i": {exited("i", "sb", 0, 0)}, "a": {running("a", "sb", 0)}},
+				waiting: map[string]*waiting{"s": {reason: reasonCrashLoopBackOff}}},
+			checks: []check{phase(v1.PodRunning), state("s", "waiting:CrashLoopBackOff"),
+				cond(v1.PodInitialized, v1.ConditionTrue, ""), cond(v1.PodReady, v1.ConditionFalse, "ContainersNotReady")},
+		},
+		{
+			name: "app done, sidecar stopped: the sidecar's exit counts for nothing",
+			in: statusInput{pod: withSidecar(specPod(v1.RestartPolicyNever, []string{"s"}, "a"), "s"), sandbox: sb,
+				containers: map[string][]*criContainer{"s": {exited("s", "sb", 0, 143)}, "a": {exited("a", "sb", 0, 0)}}},
+			checks: []check{phase(v1.PodSucceeded)},
+		},
+		{
+			name: "deleted with a sidecar",
+			in: statusInput{pod: withSidecar(specPod(v1.RestartPolicyAlways, []string{"s"}, "a"), "s"), sandbox: sb, terminated: true,
+				containers: map[string][]*criContainer{"s": {exited("s", "sb", 0, 143)}, "a": {exited("a", "sb", 0, 0)}}},
+			checks: []check{phase(v1.PodSucceeded)},
 		},
 		{
 			name: "image pull back-off",
