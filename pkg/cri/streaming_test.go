@@ -24,9 +24,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
-	"k8s.io/client-go/transport/spdy"
 	utilexec "k8s.io/client-go/util/exec"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-compose/cri-compose/test/forward"
 )
 
 // streamBuf is an output stream the test reads while the client writes.
@@ -279,15 +280,15 @@ func TestStreamPortForward(t *testing.T) {
 	})
 
 	t.Run("http", func(t *testing.T) {
-		fw, done := e.streamForward(t, podID, 8080)
+		fw := e.streamForward(t, podID, 8080)
 		for i := range 3 { // each GET is a connection of its own through one session
-			body, err := streamGet(fw)
-			if err != nil || body != "hello-pf\n" {
-				t.Fatalf("GET %d through the forward: %q, %v", i, body, err)
+			code, body, err := fw.Get("/index.html")
+			if err != nil || code != http.StatusOK || body != "hello-pf\n" {
+				t.Fatalf("GET %d through the forward: %d %q, %v", i, code, body, err)
 			}
 		}
 		fw.Close()
-		if err := streamWaitPF(t, done); err != nil {
+		if err := fw.Wait(t, 20*time.Second); err != nil {
 			t.Errorf("ForwardPorts: %v", err)
 		}
 	})
@@ -299,11 +300,11 @@ func TestStreamPortForward(t *testing.T) {
 			t.Errorf("error stream for a closed port: %q, want it to name port 8081 and the refusal", msg)
 		}
 		// And client-go's forwarder fails the connection and stops.
-		fw, done := e.streamForward(t, podID, 8081)
-		if body, err := streamGet(fw); err == nil {
+		fw := e.streamForward(t, podID, 8081)
+		if code, body, err := fw.Get("/index.html"); err == nil && code == http.StatusOK {
 			t.Errorf("GET through a forward to a closed port: %q, want an error", body)
 		}
-		if err := streamWaitPF(t, done); err == nil {
+		if err := fw.Wait(t, 20*time.Second); err == nil {
 			t.Errorf("ForwardPorts to a closed port ended without an error")
 		}
 		fw.Close()
@@ -330,89 +331,35 @@ func TestStreamPortForwardHostNetwork(t *testing.T) {
 		}
 		return string(resp.GetStdout()) == "hello-host\n", string(resp.GetStderr())
 	})
-	fw, done := e.streamForward(t, podID, int32(port))
-	if body, err := streamGet(fw); err != nil || body != "hello-host\n" {
-		t.Errorf("GET through the forward: %q, %v", body, err)
+	fw := e.streamForward(t, podID, int32(port))
+	if code, body, err := fw.Get("/index.html"); err != nil || code != http.StatusOK || body != "hello-host\n" {
+		t.Errorf("GET through the forward: %d %q, %v", code, body, err)
 	}
 	fw.Close()
-	if err := streamWaitPF(t, done); err != nil {
+	if err := fw.Wait(t, 20*time.Second); err != nil {
 		t.Errorf("ForwardPorts: %v", err)
 	}
 }
 
-// streamFW is a running client-go port forward.
-type streamFW struct {
-	pf   *portforward.PortForwarder
-	stop chan struct{}
-	once sync.Once
+// streamForward asks for a PortForward URL and forwards a free local port
+// to port with client-go's forwarder (test/forward).
+func (e *criEnv) streamForward(t *testing.T, podID string, port int32) *forward.Forward {
+	t.Helper()
+	d, err := forward.Dialer(&rest.Config{}, e.streamPFURL(t, podID, port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return forward.Start(t, d, int(port), 20*time.Second)
 }
 
-func (f *streamFW) Close() { f.once.Do(func() { close(f.stop) }) }
-
-// streamForward asks for a PortForward URL and forwards a free local port
-// to port with client-go's forwarder; done gets ForwardPorts' end.
-func (e *criEnv) streamForward(t *testing.T, podID string, port int32) (*streamFW, <-chan error) {
+// streamPFURL is the PortForward URL of port of the pod.
+func (e *criEnv) streamPFURL(t *testing.T, podID string, port int32) string {
 	t.Helper()
 	resp, err := e.rt().PortForward(e.ctx(), &runtime.PortForwardRequest{PodSandboxId: podID, Port: []int32{port}})
 	if err != nil {
 		t.Fatalf("PortForward: %v", err)
 	}
-	u, err := url.Parse(resp.GetUrl())
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, up, err := spdy.RoundTripperFor(&rest.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dialer := spdy.NewDialer(up, &http.Client{Transport: tr}, http.MethodPost, u)
-	fw := &streamFW{stop: make(chan struct{})}
-	t.Cleanup(fw.Close)
-	ready := make(chan struct{})
-	fw.pf, err = portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(int(port))}, fw.stop, ready, io.Discard, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- fw.pf.ForwardPorts() }()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("ForwardPorts: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("port forward not ready after 20s")
-	}
-	return fw, done
-}
-
-// streamGet fetches /index.html through a forward.
-func streamGet(fw *streamFW) (string, error) {
-	ports, err := fw.pf.GetPorts()
-	if err != nil {
-		return "", err
-	}
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/index.html", ports[0].Local))
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return string(b), fmt.Errorf("HTTP %s", resp.Status)
-	}
-	return string(b), err
-}
-
-func streamWaitPF(t *testing.T, done <-chan error) error {
-	t.Helper()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(20 * time.Second):
-		t.Fatal("ForwardPorts still running 20s after its stop")
-		return nil
-	}
+	return resp.GetUrl()
 }
 
 // streamForwardRaw opens one forwarded connection to port by hand, as the
@@ -420,19 +367,11 @@ func streamWaitPF(t *testing.T, done <-chan error) error {
 // returns what the server wrote on the error stream.
 func (e *criEnv) streamForwardRaw(t *testing.T, podID string, port int32) string {
 	t.Helper()
-	resp, err := e.rt().PortForward(e.ctx(), &runtime.PortForwardRequest{PodSandboxId: podID, Port: []int32{port}})
-	if err != nil {
-		t.Fatalf("PortForward: %v", err)
-	}
-	u, err := url.Parse(resp.GetUrl())
+	d, err := forward.Dialer(&rest.Config{}, e.streamPFURL(t, podID, port))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, up, err := spdy.RoundTripperFor(&rest.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, _, err := spdy.NewDialer(up, &http.Client{Transport: tr}, http.MethodPost, u).Dial(portforward.PortForwardProtocolV1Name)
+	conn, _, err := d.Dial(portforward.PortForwardProtocolV1Name)
 	if err != nil {
 		t.Fatalf("dial the port-forward URL: %v", err)
 	}

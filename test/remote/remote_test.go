@@ -13,12 +13,9 @@ package remote
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,12 +25,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/portforward"
-	"k8s.io/client-go/transport/spdy"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 	"github.com/cri-compose/cri-compose/test/daemon"
+	"github.com/cri-compose/cri-compose/test/forward"
 	"github.com/cri-compose/cri-compose/test/images"
 	"github.com/cri-compose/cri-compose/test/sshhost"
 )
@@ -442,53 +438,24 @@ func (k *kube) forwardGet(podID string, port int32) string {
 	if err != nil {
 		t.Fatalf("PortForward: %v", err)
 	}
-	u, err := url.Parse(resp.GetUrl())
+	d, err := forward.Dialer(&rest.Config{}, resp.GetUrl())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, up, err := spdy.RoundTripperFor(&rest.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dialer := spdy.NewDialer(up, &http.Client{Transport: tr}, http.MethodPost, u)
-	stop, ready := make(chan struct{}), make(chan struct{})
-	pf, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(int(port))}, stop, ready, io.Discard, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- pf.ForwardPorts() }()
+	fw := forward.Start(t, d, int(port), 20*time.Second)
 	defer func() {
-		close(stop)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Error("ForwardPorts still running 20s after its stop")
-		}
+		fw.Close()
+		fw.Wait(t, 20*time.Second)
 	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("ForwardPorts: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("port forward not ready after 20s")
-	}
-	ports, err := pf.GetPorts()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	// httpd may still be starting: the first GETs can be refused.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		r, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/index.html", ports[0].Local))
+		code, body, err := fw.Get("/index.html")
 		if err == nil {
-			b, err := io.ReadAll(r.Body)
-			r.Body.Close()
-			if err == nil && r.StatusCode == http.StatusOK {
-				return string(b)
+			if code == http.StatusOK {
+				return body
 			}
-			t.Fatalf("GET through the forward: %s %q %v", r.Status, b, err)
+			t.Fatalf("GET through the forward: %d %q", code, body)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("GET through the forward: %v\n%s", err, k.d.LogTail(20))

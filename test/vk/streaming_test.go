@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -13,9 +12,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/tools/remotecommand"
-	"k8s.io/client-go/transport/spdy"
+
+	"github.com/cri-compose/cri-compose/test/forward"
 )
 
 // TestPortForwardAndAttach reaches a web server in a pod through
@@ -64,42 +63,21 @@ func TestPortForwardAndAttach(t *testing.T) {
 // want, and returns the body.
 func portForwardGet(t *testing.T, ns, pod string, port int, path, want string) string {
 	t.Helper()
-	transport, upgrader, err := spdy.RoundTripperFor(restConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
 	url := client.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("portforward").URL()
-	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, "POST", url)
-	stop, ready := make(chan struct{}), make(chan struct{})
-	var out, errOut bytes.Buffer
-	fw, err := portforward.NewOnAddresses(dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", port)}, stop, ready, &out, &errOut)
+	d, err := forward.Dialer(restConfig, url.String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	fwErr := make(chan error, 1)
-	go func() { fwErr <- fw.ForwardPorts() }()
-	defer close(stop)
-	select {
-	case <-ready:
-	case err := <-fwErr:
-		t.Fatalf("port-forward: %v (%s)", err, errOut.String())
-	case <-time.After(30 * time.Second):
-		t.Fatal("port-forward not ready after 30s")
-	}
-	ports, err := fw.GetPorts()
-	if err != nil || len(ports) != 1 {
-		t.Fatalf("forwarded ports %v, %v", ports, err)
-	}
+	fw := forward.Start(t, d, port, 30*time.Second)
+	defer fw.Close()
 	var body string
 	waitFor(t, "the web server through port-forward", 20*time.Second, func() (bool, string) {
-		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(fmt.Sprintf("http://127.0.0.1:%d%s", ports[0].Local, path))
+		code, b, err := fw.Get(path)
 		if err != nil {
 			return false, err.Error()
 		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		body = string(b)
-		return strings.Contains(body, want), resp.Status + " " + body
+		body = b
+		return strings.Contains(body, want), fmt.Sprintf("%d %s", code, body)
 	})
 	return body
 }
