@@ -55,6 +55,8 @@ type options struct {
 	resolvConf    string
 	resync        time.Duration
 	workers       int
+	kubeAPIQPS    float64
+	kubeAPIBurst  int
 	// Taken off the node's capacity for its allocatable.
 	kubeReserved   reservedFlag
 	systemReserved reservedFlag
@@ -105,6 +107,10 @@ func run() error {
 	fs.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration for dnsPolicy Default (\"\": the runtime's default)")
 	fs.DurationVar(&o.resync, "resync", 30*time.Second, "how often every pod is checked against the runtime, events or not")
 	fs.IntVar(&o.workers, "pod-sync-workers", 4, "virtual-kubelet pod controller workers")
+	// kubelet's defaults: client-go's own (5 QPS, burst 10) leave pods
+	// created together waiting for their status updates.
+	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server (as kubelet's)")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server (as kubelet's)")
 	const reservedHelp = " (ResourceName=ResourceQuantity pairs, e.g. cpu=100m,memory=256Mi,ephemeral-storage=1Gi,pid=1000; as kubelet's, repeatable). " +
 		"The node's allocatable is its capacity less --kube-reserved and --system-reserved, never below zero; vk-cri refuses to start when they exceed the capacity. " +
 		"Only cpu, memory, ephemeral-storage and pid can be reserved; pid is no node capacity and takes nothing off allocatable. [default=none]"
@@ -140,6 +146,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	restCfg.QPS, restCfg.Burst = float32(o.kubeAPIQPS), o.kubeAPIBurst
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
