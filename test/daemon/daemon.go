@@ -379,6 +379,24 @@ func ProjectFolders(stateDir string) []string {
 	return out
 }
 
+// WaitCRILog waits until the CRI log file of a container at path (under
+// the pod's log directory, not the daemon's own log) holds want, and
+// fails t with what it holds after timeout.
+func WaitCRILog(t testing.TB, path, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		b, _ := os.ReadFile(path)
+		if strings.Contains(string(b), want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v the log %s still lacks %q; it holds:\n%s", timeout, path, want, b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // Engine is a test's view of one engine: what pods of a namespace left
 // there.
 type Engine struct {

@@ -126,7 +126,7 @@ func TestEngineAway(t *testing.T) {
 	pid := k.d.Pid()
 	id, ctrs := k.runWith(k.podConfig("web", 0), "app", "victim")
 	app, victim := ctrs[0], ctrs[1]
-	waitLog(t, filepath.Join(k.pods[id].GetLogDirectory(), "app", "0.log"), "started app", 15*time.Second)
+	daemon.WaitCRILog(t, filepath.Join(k.pods[id].GetLogDirectory(), "app", "0.log"), "started app", 15*time.Second)
 
 	p.cut()
 	cutAt := time.Now()

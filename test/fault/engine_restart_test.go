@@ -48,7 +48,7 @@ func checkCounter(t *testing.T, path string, atLeast int) int {
 // waitCounter waits until the counter's log reaches line n.
 func waitCounter(t *testing.T, path string, n int, timeout time.Duration) {
 	t.Helper()
-	waitLog(t, path, fmt.Sprintf("stdout F line %d\n", n), timeout)
+	daemon.WaitCRILog(t, path, fmt.Sprintf("stdout F line %d\n", n), timeout)
 }
 
 // TestEngineRestart: the Docker engine restarts while pods run. With

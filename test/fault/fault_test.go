@@ -159,7 +159,7 @@ func TestKillAtStep(t *testing.T) {
 			if st := ctrState(k, c); st != runtime.ContainerState_CONTAINER_RUNNING {
 				k.t.Errorf("container after the restart: %v, want RUNNING", st)
 			}
-			waitLog(k.t, filepath.Join(k.pods[id].GetLogDirectory(), "app", "0.log"), "stdout F started app", 15*time.Second)
+			daemon.WaitCRILog(k.t, filepath.Join(k.pods[id].GetLogDirectory(), "app", "0.log"), "stdout F started app", 15*time.Second)
 			k.expect("after the restart", map[string][]string{id: {c}})
 		},
 		// Killed amid StopPodSandbox: kubelet stops again and removes.

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -303,20 +302,4 @@ func (k *kube) teardown() {
 		k.removePod(p.GetId())
 	}
 	k.expect("after teardown", nil)
-}
-
-// waitLog waits until the CRI log file at path holds a line with want.
-func waitLog(t *testing.T, path, want string, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		b, _ := os.ReadFile(path)
-		if strings.Contains(string(b), want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v the log %s still lacks %q; it holds:\n%s", timeout, path, want, b)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -135,7 +135,7 @@ func (k *kube) scenario() {
 	}
 	c := k.create(id, pod, ctr)
 	k.start(c)
-	waitLog(t, filepath.Join(pod.GetLogDirectory(), "web", "0.log"), "stdout F started web", 20*time.Second)
+	daemon.WaitCRILog(t, filepath.Join(pod.GetLogDirectory(), "web", "0.log"), "stdout F started web", 20*time.Second)
 	if got := k.exec(c, "cat", "/etc/cfg/greeting"); got != "hello" {
 		t.Errorf("staged folder: /etc/cfg/greeting holds %q, want hello", got)
 	}
@@ -461,20 +461,5 @@ func (k *kube) forwardGet(podID string, port int32) string {
 			t.Fatalf("GET through the forward: %v\n%s", err, k.d.LogTail(20))
 		}
 		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func waitLog(t testing.TB, path, want string, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		b, _ := os.ReadFile(path)
-		if strings.Contains(string(b), want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v the log %s still lacks %q; it holds:\n%s", timeout, path, want, b)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
