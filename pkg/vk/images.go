@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/distribution/reference"
 	v1 "k8s.io/api/core/v1"
@@ -45,17 +46,21 @@ func (w *podWorker) ensureImage(ctx context.Context, c *v1.Container, sb *runtim
 			return "", &waiting{reason: reasonErrImagePull, message: fmt.Sprintf("image status of %q: %v", c.Image, err)}
 		}
 		if st.GetImage() != nil {
+			w.imageEvent(c, false, "Pulled", fmt.Sprintf("Container image %q already present on machine", c.Image))
 			return st.GetImage().GetId(), nil
 		}
 		if policy == v1.PullNever {
-			return "", &waiting{reason: reasonErrImageNeverPull,
-				message: fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)}
+			msg := fmt.Sprintf("Container image %q is not present with pull policy of Never", c.Image)
+			w.imageEvent(c, true, "ErrImageNeverPull", msg)
+			return "", &waiting{reason: reasonErrImageNeverPull, message: msg}
 		}
 	}
 	key := "pull/" + string(pod.UID) + "/" + c.Image
 	if ok, wait := w.p.backoff.retryReady(key); !ok {
 		w.wakeAfter(wait)
-		return "", &waiting{reason: reasonImagePullBackOff, message: fmt.Sprintf("Back-off pulling image %q", c.Image)}
+		msg := fmt.Sprintf("Back-off pulling image %q", c.Image)
+		w.imageEvent(c, false, "BackOff", msg)
+		return "", &waiting{reason: reasonImagePullBackOff, message: msg}
 	}
 	auths, err := w.pullAuths(c.Image)
 	if err != nil {
@@ -64,18 +69,24 @@ func (w *podWorker) ensureImage(ctx context.Context, c *v1.Container, sb *runtim
 	if len(auths) == 0 {
 		auths = []*runtimeapi.AuthConfig{nil}
 	}
+	w.imageEvent(c, false, "Pulling", fmt.Sprintf("Pulling image %q", c.Image))
+	start := w.p.clock.Now()
 	var lastErr error
 	for _, auth := range auths {
 		ref, err := w.p.rt.Images.PullImage(ctx, spec, auth, sb)
 		if err == nil {
 			w.p.backoff.reset(key)
-			klog.V(2).InfoS("Pulled image", "pod", klog.KObj(pod), "image", c.Image, "ref", ref)
+			took := w.p.clock.Since(start).Round(time.Millisecond)
+			klog.V(2).InfoS("Pulled image", "pod", klog.KObj(pod), "image", c.Image, "ref", ref, "took", took)
+			w.imageEvent(c, false, "Pulled", fmt.Sprintf("Successfully pulled image %q in %v", c.Image, took))
 			return ref, nil
 		}
 		lastErr = err
 	}
 	w.p.backoff.failed(key, w.p.clock.Now())
-	return "", &waiting{reason: reasonErrImagePull, message: fmt.Sprintf("Failed to pull image %q: %v", c.Image, lastErr)}
+	msg := fmt.Sprintf("Failed to pull image %q: %v", c.Image, lastErr)
+	w.imageEvent(c, true, "Failed", msg)
+	return "", &waiting{reason: reasonErrImagePull, message: msg}
 }
 
 func isDigested(ref reference.Named) bool {
@@ -190,4 +201,10 @@ func matchRegistry(key, repo string) int {
 		return len(k)
 	}
 	return -1
+}
+
+// imageEvent records kubelet's image events (Pulling, Pulled, Failed,
+// BackOff, ErrImageNeverPull) on the container.
+func (w *podWorker) imageEvent(c *v1.Container, warn bool, reason, msg string) {
+	w.p.containerEvent(w.pod(), c.Name, warn, reason, msg)
 }
