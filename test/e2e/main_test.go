@@ -3,8 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +19,8 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/registry"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // What TestMain prepared for the tests.
@@ -39,7 +39,7 @@ var (
 	dockerConfig string
 	composeV2Err error
 
-	reg *testRegistry
+	reg *registry.Registry
 
 	// localImage is the busybox image loaded into the engine; regImage is
 	// it on the test registry, pulled by crictl; mirrorImage is the name
@@ -94,29 +94,16 @@ func setup() (cleanup func()) {
 	}
 	fail := func(err error) func() { setupErr = err; return cleanup }
 
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	runID = hex.EncodeToString(b[:])
-
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
+	runID = suite.RunID()
+	var err error
+	if repoRoot, err = suite.RepoRoot("cri-compose"); err != nil {
 		return fail(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "cmd", "cri-compose")); err != nil {
-		return fail(fmt.Errorf("repository root not found from the test's folder: %w", err))
-	}
-	repoRoot = root
-
-	engine, err = dockerapi.New("")
-	if err != nil {
-		return fail(fmt.Errorf("docker client: %w", err))
+	if engine, setupSkip, err = suite.Engine(); err != nil {
+		return fail(err)
 	}
 	undo = append(undo, func() { engine.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	_, err = engine.Ping(ctx)
-	cancel()
-	if err != nil {
-		setupSkip = fmt.Sprintf("no Docker engine answers at %s (bash hack/ensure-docker.sh starts one): %v", engine.Host(), err)
+	if setupSkip != "" {
 		return cleanup
 	}
 
@@ -149,7 +136,7 @@ func setup() (cleanup func()) {
 
 	// The binaries, built concurrently: cri-compose always (it is what is
 	// tested), crictl and compose only on the first run on this machine.
-	ctx, cancel = context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var (
 		wg                      sync.WaitGroup
@@ -184,7 +171,9 @@ func setup() (cleanup func()) {
 		return fail(fmt.Errorf("load %s: %w", localImage, err))
 	}
 	undo = append(undo, func() { removeImage(localImage) })
-	if reg, err = startRegistry(); err != nil {
+	if reg, err = registry.Start(func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "e2e: test "+format+"\n", args...)
+	}); err != nil {
 		wg.Wait()
 		return fail(fmt.Errorf("test registry: %w", err))
 	}
@@ -194,7 +183,7 @@ func setup() (cleanup func()) {
 	mirrorPath := "e2e-" + runID + "/mirrored/busybox:1.0"
 	regImage = reg.Host + "/" + regPath
 	mirrorImage = mirrorRegistry + "/" + mirrorPath
-	if err := reg.pushArchive(ictx, archive.Bytes(), regPath, mirrorPath); err != nil {
+	if err := reg.PushArchive(ictx, archive.Bytes(), regPath, mirrorPath); err != nil {
 		wg.Wait()
 		return fail(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+	"github.com/cri-compose/cri-compose/test/suite"
 	"github.com/moby/moby/api/types/container"
 )
 
@@ -35,15 +36,13 @@ func SkipOrFail(t testing.TB, format string, args ...any) {
 // closed when t ends. When no engine answers it skips t, or fails it in CI.
 func Engine(t testing.TB) *dockerapi.Client {
 	t.Helper()
-	c, err := dockerapi.New("")
+	c, skip, err := suite.Engine()
 	if err != nil {
-		t.Fatalf("docker client: %v", err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if _, err := c.Ping(ctx); err != nil {
-		SkipOrFail(t, "no Docker engine answers at %s (bash hack/ensure-docker.sh starts one): %v", c.Host(), err)
+	if skip != "" {
+		SkipOrFail(t, "%s", skip)
 	}
 	return c
 }

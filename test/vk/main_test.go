@@ -3,10 +3,8 @@ package vk_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,6 +31,7 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 	"github.com/cri-compose/cri-compose/test/toolcache"
 	"go.opentelemetry.io/otel/trace/noop"
 )
@@ -119,28 +118,16 @@ func setup() (cleanup func()) {
 	}
 	fail := func(err error) func() { setupErr = err; return cleanup }
 
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	runID = hex.EncodeToString(b[:])
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
+	runID = suite.RunID()
+	var err error
+	if repoRoot, err = suite.RepoRoot("vk-cri"); err != nil {
 		return fail(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "cmd", "vk-cri")); err != nil {
-		return fail(fmt.Errorf("repository root not found: %w", err))
-	}
-	repoRoot = root
-
-	engine, err = dockerapi.New("")
-	if err != nil {
+	if engine, setupSkip, err = suite.Engine(); err != nil {
 		return fail(err)
 	}
 	undo = append(undo, func() { engine.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	_, err = engine.Ping(ctx)
-	cancel()
-	if err != nil {
-		setupSkip = fmt.Sprintf("no Docker engine answers at %s (bash hack/ensure-docker.sh starts one): %v", engine.Host(), err)
+	if setupSkip != "" {
 		return cleanup
 	}
 	if runDir, err = os.MkdirTemp("", "vke2e-"); err != nil {
@@ -156,7 +143,7 @@ func setup() (cleanup func()) {
 
 	// The binaries: the control plane from the tool cache (built on the
 	// first run), cri-compose and vk-cri from this tree, concurrently.
-	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	var (
 		wg                 sync.WaitGroup

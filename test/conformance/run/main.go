@@ -55,6 +55,7 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/test/images/critest"
+	"github.com/cri-compose/cri-compose/test/registry"
 )
 
 // hostSkips are the specs this harness never runs, and why. critest itself
@@ -206,23 +207,23 @@ func run() (_ *result, status int) {
 	for _, img := range imgs {
 		names = append(names, img.Refs...)
 	}
-	reg, err := startRegistry()
+	reg, err := registry.Start(logf)
 	if err != nil {
 		return fail("%v", err)
 	}
-	undo = append(undo, reg.close)
+	undo = append(undo, reg.Close)
 	for _, img := range imgs {
-		if err := reg.push(ctx, img); err != nil {
+		if err := pushMirrored(ctx, reg, img); err != nil {
 			return fail("%v", err)
 		}
 	}
-	logf("registry: %d images (%d names) on %s, made in %s", len(imgs), len(names), reg.host, time.Since(t0).Round(100*time.Millisecond))
+	logf("registry: %d images (%d names) on %s, made in %s", len(imgs), len(names), reg.Host, time.Since(t0).Round(100*time.Millisecond))
 	removeNames(ctx, d, names)
 	undo = append(undo, func() {
 		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		removeNames(cctx, d, names)
-		removeRegistryImages(cctx, d, reg.host)
+		removeRegistryImages(cctx, d, reg.Host)
 	})
 	for _, p := range webPorts {
 		if l, err := net.Listen("tcp", fmt.Sprintf(":%d", p)); err != nil {
@@ -239,7 +240,7 @@ func run() (_ *result, status int) {
 		removeContainers(cctx, d, stateDir, network)
 		removeNetwork(cctx, d, network)
 	})
-	mirror := "http://" + reg.host
+	mirror := "http://" + reg.Host
 	criArgs := []string{
 		"--listen", endpoint,
 		"--state-dir", stateDir,

@@ -1,4 +1,8 @@
-package e2e
+// Package registry serves go-containerregistry's registry (in memory,
+// plain HTTP) in the test process on a free port of 127.0.0.1, for the
+// suites that pull images (test/e2e, test/conformance/run). The engine
+// pulls from 127.0.0.0/8 over plain HTTP without any configuration.
+package registry
 
 import (
 	"bytes"
@@ -17,21 +21,21 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// testRegistry is go-containerregistry's registry (memory-backed, plain
-// HTTP) served in process on a free port of 127.0.0.1, which the engine
-// pulls from without any configuration.
-type testRegistry struct {
+// Registry is a running registry.
+type Registry struct {
 	Host string // "127.0.0.1:PORT"
 	srv  *http.Server
 	done chan struct{}
 }
 
-func startRegistry() (*testRegistry, error) {
+// Start serves a new, empty registry. logf gets the error that ends
+// serving early, if any.
+func Start(logf func(format string, args ...any)) (*Registry, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("registry: %w", err)
 	}
-	r := &testRegistry{
+	r := &Registry{
 		Host: l.Addr().String(),
 		srv: &http.Server{
 			Handler:           ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))),
@@ -42,13 +46,14 @@ func startRegistry() (*testRegistry, error) {
 	go func() {
 		defer close(r.done)
 		if err := r.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Printf("e2e: test registry: %v", err)
+			logf("registry: %v", err)
 		}
 	}()
 	return r, nil
 }
 
-func (r *testRegistry) Close() {
+// Close stops serving, and waits until it has.
+func (r *Registry) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := r.srv.Shutdown(ctx); err != nil {
@@ -57,9 +62,9 @@ func (r *testRegistry) Close() {
 	<-r.done
 }
 
-// pushArchive pushes the single image of a `docker save` archive to this
+// PushArchive pushes the single image of a `docker save` archive to the
 // registry under each of repos (paths with a tag, like "e2e/busybox:1.0").
-func (r *testRegistry) pushArchive(ctx context.Context, archive []byte, repos ...string) error {
+func (r *Registry) PushArchive(ctx context.Context, archive []byte, repos ...string) error {
 	img, err := tarball.Image(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(archive)), nil
 	}, nil)
@@ -67,7 +72,7 @@ func (r *testRegistry) pushArchive(ctx context.Context, archive []byte, repos ..
 		return fmt.Errorf("read image archive: %w", err)
 	}
 	for _, repo := range repos {
-		ref, err := name.ParseReference(r.Host+"/"+repo, name.Insecure, name.StrictValidation)
+		ref, err := name.NewTag(r.Host+"/"+repo, name.Insecure, name.StrictValidation)
 		if err != nil {
 			return err
 		}
