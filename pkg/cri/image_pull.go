@@ -40,7 +40,16 @@ func (s *ImageService) PullImage(ctx context.Context, req *runtime.PullImageRequ
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
 			err = fmt.Errorf("%w (%v)", cerr, err)
 		}
-		return nil, grpcError(fmt.Errorf("pull image %q: %w", r.named.String(), err))
+		// The engine's error already names the pull and the image unless
+		// it came through a mirror or a retry.
+		one := err
+		if pe, ok := err.(imagePullErrors); ok && len(pe) == 1 {
+			one = pe[0]
+		}
+		if de, ok := one.(*dockerapi.Error); !ok || de.Ref != r.named.String() {
+			err = fmt.Errorf("pull image %q: %w", r.named.String(), err)
+		}
+		return nil, grpcError(err)
 	}
 	klog.V(2).InfoS("Pulled image", "image", r.named.String(), "id", id)
 	return &runtime.PullImageResponse{ImageRef: id}, nil
