@@ -7,6 +7,7 @@ package registry
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -26,11 +28,38 @@ type Registry struct {
 	Host string // "127.0.0.1:PORT"
 	srv  *http.Server
 	done chan struct{}
+	auth authn.Authenticator // what PushArchive logs in with
+}
+
+// Option changes how Start serves.
+type Option func(*Registry)
+
+// WithBasicAuth makes every request need HTTP basic auth with user and
+// password, as a private registry does: without them the answer is 401
+// with a Basic challenge, which the engine answers with the credentials
+// of the pull (X-Registry-Auth).
+func WithBasicAuth(user, password string) Option {
+	return func(r *Registry) {
+		next := r.srv.Handler
+		r.auth = &authn.Basic{Username: user, Password: password}
+		r.srv.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			u, p, ok := req.BasicAuth()
+			if !ok || subtle.ConstantTimeCompare([]byte(u), []byte(user)) != 1 ||
+				subtle.ConstantTimeCompare([]byte(p), []byte(password)) != 1 {
+				w.Header().Set("WWW-Authenticate", `Basic realm="test registry"`)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_, _ = io.WriteString(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`)
+				return
+			}
+			next.ServeHTTP(w, req)
+		})
+	}
 }
 
 // Start serves a new, empty registry. logf gets the error that ends
 // serving early, if any.
-func Start(logf func(format string, args ...any)) (*Registry, error) {
+func Start(logf func(format string, args ...any), opts ...Option) (*Registry, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("registry: %w", err)
@@ -42,6 +71,10 @@ func Start(logf func(format string, args ...any)) (*Registry, error) {
 			ReadHeaderTimeout: 30 * time.Second,
 		},
 		done: make(chan struct{}),
+		auth: authn.Anonymous,
+	}
+	for _, o := range opts {
+		o(r)
 	}
 	go func() {
 		defer close(r.done)
@@ -76,7 +109,7 @@ func (r *Registry) PushArchive(ctx context.Context, archive []byte, repos ...str
 		if err != nil {
 			return err
 		}
-		if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
+		if err := remote.Write(ref, img, remote.WithContext(ctx), remote.WithAuth(r.auth)); err != nil {
 			return fmt.Errorf("push %s: %w", ref, err)
 		}
 	}
