@@ -66,6 +66,9 @@ var (
 	// same node and state dir), with its log in a new file.
 	stopVK    func()
 	restartVK func() error
+	// restartCRI stops cri-compose and starts it again (same socket and
+	// state dir), with its log in a new file.
+	restartCRI func() error
 
 	setupSkip string
 	setupErr  error
@@ -268,11 +271,21 @@ func setup() (cleanup func()) {
 	criSock = filepath.Join(runDir, "cri.sock")
 	network := "vke2e-" + runID
 	criLog = filepath.Join(runDir, "cri-compose.log")
-	stopCRI, err := startProcess(criLog, filepath.Join(binDir, "cri-compose"),
-		"--listen", "unix://"+criSock, "--state-dir", filepath.Join(runDir, "cri-state"),
-		"--network", network, "--stream-address", "127.0.0.1:0", "-v=2")
+	criArgs := []string{"--listen", "unix://" + criSock, "--state-dir", filepath.Join(runDir, "cri-state"),
+		"--network", network, "--stream-address", "127.0.0.1:0", "-v=2"}
+	stopCRI, err := startProcess(criLog, filepath.Join(binDir, "cri-compose"), criArgs...)
 	if err != nil {
 		return fail(err)
+	}
+	criStarts := 1
+	restartCRI = func() error {
+		stopCRI()
+		criStarts++
+		criLog = filepath.Join(runDir, fmt.Sprintf("cri-compose.%d.log", criStarts))
+		if stopCRI, err = startProcess(criLog, filepath.Join(binDir, "cri-compose"), criArgs...); err != nil {
+			return err
+		}
+		return waitSocket(criSock, 30*time.Second)
 	}
 	undo = append(undo, func() {
 		stopCRI()

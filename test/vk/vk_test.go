@@ -384,3 +384,58 @@ func TestRestartAdopts(t *testing.T) {
 		t.Errorf("startTime moved: %v → %v", before.Status.StartTime, after.Status.StartTime)
 	}
 }
+
+// TestCRIRestart restarts cri-compose under a running pod: vk-cri reconnects
+// (its probes run again through the new process), restarts nothing, and
+// its event stream is back: a container that exits afterwards is seen and
+// restarted well before the periodic resync (30 s) would notice.
+func TestCRIRestart(t *testing.T) {
+	need(t)
+	ns := namespace(t)
+	zero := int64(0)
+	c := busybox("c", `while [ ! -e /tmp/exit ]; do sleep 0.2; done; exit 3`)
+	c.ReadinessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}, PeriodSeconds: 1}
+	pod := createPod(t, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "through", Namespace: ns},
+		Spec:       v1.PodSpec{TerminationGracePeriodSeconds: &zero, Containers: []v1.Container{c}},
+	})
+	before := waitPod(t, ns, pod.Name, "pod Ready", 60*time.Second, func(p *v1.Pod) bool {
+		return condition(p, v1.PodReady) == v1.ConditionTrue
+	})
+	sbs := sandboxes(t, string(pod.UID))
+	probes := func() float64 {
+		m, ok := sample(scrape(t, "/metrics"), "vkcri_probe_results_total", map[string]string{"probe_type": "readiness", "result": "success"})
+		if !ok {
+			return 0
+		}
+		return value(m)
+	}
+
+	if err := restartCRI(); err != nil {
+		t.Fatal(err)
+	}
+	atRestart := probes()
+	waitFor(t, "readiness probes through the new cri-compose", 60*time.Second, func() (bool, string) {
+		n := probes()
+		return n >= atRestart+3, fmt.Sprintf("%v successes, %v at the restart", n, atRestart)
+	})
+	after := getPod(t, ns, pod.Name)
+	b, a := containerStatus(before, "c"), containerStatus(after, "c")
+	if a.ContainerID != b.ContainerID || a.RestartCount != 0 || a.State.Running == nil || condition(after, v1.PodReady) != v1.ConditionTrue {
+		t.Fatalf("after cri-compose's restart: %s (before: %s)", podSummary(after), podSummary(before))
+	}
+	if sbs2 := sandboxes(t, string(pod.UID)); len(sbs2) != 1 || sbs2[0].Id != sbs[0].Id {
+		t.Fatalf("sandboxes before %v, after %v", sbs, sbs2)
+	}
+
+	start := time.Now()
+	_ = execIn(t, after, "c", "touch", "/tmp/exit")
+	p := waitPod(t, ns, pod.Name, "the exit seen and the container restarted", 20*time.Second, func(p *v1.Pod) bool {
+		cs := containerStatus(p, "c")
+		return cs.RestartCount >= 1 && cs.LastTerminationState.Terminated != nil
+	})
+	if lt := containerStatus(p, "c").LastTerminationState.Terminated; lt.ExitCode != 3 || lt.ContainerID != b.ContainerID {
+		t.Errorf("lastState %+v, want exit 3 of %s", lt, b.ContainerID)
+	}
+	t.Logf("exit seen and restarted %v after it was asked for", time.Since(start).Round(time.Millisecond))
+}
