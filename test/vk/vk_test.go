@@ -220,6 +220,34 @@ while true; do sleep 1; done`)
 	if len(got) < 6 {
 		t.Errorf("logs -f gave %d lines before it stopped (%v): %q", len(got), sc.Err(), got)
 	}
+	// --since=2s: only the last two seconds' lines, each stamped within
+	// them, once the sidecar has ticked for longer than that.
+	waitFor(t, "the sidecar's 15th tick", 30*time.Second, func() (bool, string) {
+		b, err := client.CoreV1().Pods(ns).GetLogs(pod.Name, &v1.PodLogOptions{Container: "sidecar"}).DoRaw(ctx)
+		return err == nil && strings.Contains(string(b), "tick 15\n"), fmt.Sprintf("%q %v", b, err)
+	})
+	since := int64(2)
+	asked := time.Now()
+	b, err := client.CoreV1().Pods(ns).GetLogs(pod.Name, &v1.PodLogOptions{Container: "sidecar", SinceSeconds: &since, Timestamps: true}).DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("logs --since: %v", err)
+	}
+	recent := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for _, l := range recent {
+		ts, err := time.Parse(time.RFC3339Nano, strings.Fields(l)[0])
+		// A second of slack for the two clocks' reading of "now".
+		if err != nil || ts.Before(asked.Add(-time.Duration(since)*time.Second-time.Second)) {
+			t.Errorf("logs --since=2s gave %q (%v)", l, err)
+		}
+	}
+	if len(recent) == 0 || len(recent) > 12 || strings.Contains(string(b), " tick 1\n") {
+		t.Errorf("logs --since=2s gave %d lines, want the ticks of 2 s (one every 0.3 s)", len(recent))
+	}
+	// --limit-bytes.
+	limit := int64(10)
+	if b, err := client.CoreV1().Pods(ns).GetLogs(pod.Name, &v1.PodLogOptions{Container: "sidecar", LimitBytes: &limit}).DoRaw(ctx); err != nil || len(b) != 10 || !strings.HasPrefix(string(b), "tick 1\n") {
+		t.Errorf("logs --limit-bytes=10: %q (%v)", b, err)
+	}
 
 	// Exec, through the API server, the kubelet API and the runtime's
 	// streaming server.
