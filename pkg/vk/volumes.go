@@ -106,8 +106,29 @@ func setUpVolume(dir string, pod *v1.Pod, v *v1.Volume, src objectSource) (volum
 		p := path("projected")
 		return volume{hostPath: p, readOnly: true}, writeAtomic(p, files)
 	}
-	// TODO(issue 7): persistentVolumeClaim, ephemeral, csi…
-	return volume{}, fmt.Errorf("volume type not supported by vk-cri yet")
+	// Claims and CSI need an attach/mount path (a CSI node plugin, the
+	// attach-detach controller's view of this node) that a virtual node
+	// has not got; say so rather than run the pod without its data.
+	return volume{}, fmt.Errorf("%s volumes are not supported by vk-cri (configMap, secret, emptyDir, projected, downwardAPI and hostPath are)", volumeKind(v))
+}
+
+// volumeKind names v's source as the API spells it.
+func volumeKind(v *v1.Volume) string {
+	switch {
+	case v.PersistentVolumeClaim != nil:
+		return "persistentVolumeClaim"
+	case v.Ephemeral != nil:
+		return "ephemeral"
+	case v.CSI != nil:
+		return "csi"
+	case v.NFS != nil:
+		return "nfs"
+	case v.Image != nil:
+		return "image"
+	case v.ISCSI != nil:
+		return "iscsi"
+	}
+	return "this kind of"
 }
 
 func fileMode(item *int32, dflt *int32, fallback os.FileMode) os.FileMode {

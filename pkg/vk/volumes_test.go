@@ -127,3 +127,23 @@ func TestSetUpVolumes(t *testing.T) {
 		t.Errorf("missing configMap: %v", err)
 	}
 }
+
+// TestSetUpVolumesUnsupported: a claim or CSI volume is refused with its
+// kind named, not mounted as nothing.
+func TestSetUpVolumesUnsupported(t *testing.T) {
+	for _, c := range []struct {
+		src  v1.VolumeSource
+		kind string
+	}{
+		{v1.VolumeSource{PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}, "persistentVolumeClaim"},
+		{v1.VolumeSource{CSI: &v1.CSIVolumeSource{Driver: "x"}}, "csi"},
+		{v1.VolumeSource{Ephemeral: &v1.EphemeralVolumeSource{}}, "ephemeral"},
+	} {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+			Spec: v1.PodSpec{Volumes: []v1.Volume{{Name: "v", VolumeSource: c.src}}}}
+		_, err := setUpVolumes(t.TempDir(), pod, &fakeObjects{})
+		if err == nil || !strings.Contains(err.Error(), `volume "v": `+c.kind+" volumes are not supported") {
+			t.Errorf("%s: %v", c.kind, err)
+		}
+	}
+}
