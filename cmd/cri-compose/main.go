@@ -171,6 +171,9 @@ func run() error {
 		klog.InfoS("Shutting down; pods keep running")
 	case err = <-serveErr:
 	}
+	// The event and log streams last as long as their clients: end them,
+	// or the graceful stop below waits its whole 10 s for them.
+	srv.CloseStreams()
 	stopped := make(chan struct{})
 	go func() {
 		if gTCP != nil {

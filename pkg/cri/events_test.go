@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/cri"
@@ -268,5 +270,24 @@ func checkEvents(t *testing.T, p *evPod, id string, evs []*runtime.ContainerEven
 				t.Errorf("%.12s %s does not list the container", id, kind)
 			}
 		}
+	}
+}
+
+// TestCloseStreamsEndsEvents: CloseStreams (what cri-compose does before
+// its graceful stop) ends a GetContainerEvents stream at once with
+// Unavailable, so the stop need not wait for the client to go.
+func TestCloseStreamsEndsEvents(t *testing.T) {
+	e := newCRIEnv(t)
+	c := e.subscribeEvents()
+	e.server().srv.CloseStreams()
+	select {
+	case <-c.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the event stream still runs 5 s after CloseStreams")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if status.Code(c.err) != codes.Unavailable {
+		t.Errorf("stream ended with %v, want Unavailable", c.err)
 	}
 }

@@ -2,10 +2,13 @@ package cri
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/cri/crilog"
@@ -48,7 +51,9 @@ func (p *projectsService) FollowLog(r *cricomposev1.FollowLogRequest, stream grp
 		s.pumps.drain(id, followDrainWait)
 		return true
 	}
-	ctx := stream.Context()
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	defer context.AfterFunc(s.stopping, cancel)()
 	err = crilog.ReadLog(ctx, c.LogPath, o, func(rec crilog.Record) error {
 		return stream.Send(&cricomposev1.LogLine{
 			Time: rec.Time.UnixNano(), Stream: string(rec.Stream), Partial: rec.Partial,
@@ -56,6 +61,9 @@ func (p *projectsService) FollowLog(r *cricomposev1.FollowLogRequest, stream grp
 
 		})
 	})
+	if s.stopping.Err() != nil && stream.Context().Err() == nil {
+		return status.Error(codes.Unavailable, "follow log: the runtime is shutting down")
+	}
 	if err != nil {
 		return grpcError(fmt.Errorf("follow log of container %s: %w", id, err))
 	}

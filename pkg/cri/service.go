@@ -72,7 +72,11 @@ type Server struct {
 	started time.Time
 
 	stream *streamServer // exec, attach, port-forward (streaming.go)
-	stage  *stager       // host-path mounts on remote engines (stage_mounts.go)
+	// stopping ends when CloseStreams is called: long-lived streams
+	// (FollowLog) end with it, so that a graceful stop need not wait.
+	stopping    context.Context
+	stopStreams context.CancelFunc
+	stage       *stager // host-path mounts on remote engines (stage_mounts.go)
 
 	// files reads images' files: users and groups, image volumes
 	// (image_files.go).
@@ -113,7 +117,17 @@ func NewServer(cfg Config, d *dockerapi.Client) *Server {
 	s.store.projectsDir = s.host.ProjectDir("")
 	s.stream = newStreamServer(cfg.StreamAddress, cfg.StreamIdleTimeout, s) // listens now, serves from Run
 	s.stage = newStager(d, cfg.StateDir, func() string { return s.hostInfo().InfraImage })
+	s.stopping, s.stopStreams = context.WithCancel(context.Background())
 	return s
+}
+
+// CloseStreams ends the streams that only end when their client goes
+// (GetContainerEvents, FollowLog) with Unavailable: call it before a
+// graceful stop, which otherwise waits for them. Pods are untouched; a
+// client such as vk-cri reconnects to the next process.
+func (s *Server) CloseStreams() {
+	s.stopStreams()
+	s.cevents.close()
 }
 
 // Images is the ImageService to register beside the runtime.
