@@ -3,6 +3,8 @@ package vk_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -157,4 +159,17 @@ func podSummary(p *v1.Pod) string {
 		b.WriteString("]")
 	}
 	return b.String()
+}
+
+// hostDataVolume makes the folder name under the run's folder and returns
+// it with a hostPath volume "data" of it, where a test's containers leave
+// what the test reads (hooks and stop order).
+func hostDataVolume(t *testing.T, name string) (string, v1.Volume) {
+	t.Helper()
+	dir := filepath.Join(runDir, name)
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	dirType := v1.HostPathDirectory
+	return dir, v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirType}}}
 }

@@ -200,12 +200,8 @@ func TestProbeStartupGates(t *testing.T) {
 func TestHookPostStartPreStop(t *testing.T) {
 	need(t)
 	ns := namespace(t)
-	dir := filepath.Join(runDir, "hooks-"+ns)
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	dir, dataVol := hostDataVolume(t, "hooks-"+ns)
 	grace := int64(10)
-	dirType := v1.HostPathDirectory
 	c := busybox("c", `while [ ! -e /tmp/poststart ]; do sleep 0.1; done; echo saw $(cat /tmp/poststart); `+
 		`trap 'echo term >> /data/order; exit 0' TERM; while true; do sleep 0.2; done`)
 	c.VolumeMounts = []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
@@ -217,7 +213,7 @@ func TestHookPostStartPreStop(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "hooks", Namespace: ns},
 		Spec: v1.PodSpec{
 			TerminationGracePeriodSeconds: &grace, Containers: []v1.Container{c},
-			Volumes: []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirType}}}},
+			Volumes: []v1.Volume{dataVol},
 		},
 	})
 	waitPod(t, ns, pod.Name, "Ready", 60*time.Second, func(p *v1.Pod) bool { return condition(p, v1.PodReady) == v1.ConditionTrue })

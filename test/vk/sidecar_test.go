@@ -24,12 +24,8 @@ import (
 func TestSidecar(t *testing.T) {
 	need(t)
 	ns := namespace(t)
-	dir := filepath.Join(runDir, "sidecar-"+ns)
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	dir, dataVol := hostDataVolume(t, "sidecar-"+ns)
 	grace := int64(15)
-	dirType := v1.HostPathDirectory
 	data := []v1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	always := v1.ContainerRestartPolicyAlways
 
@@ -58,8 +54,7 @@ func TestSidecar(t *testing.T) {
 			TerminationGracePeriodSeconds: &grace,
 			InitContainers:                []v1.Container{sidecar, init},
 			Containers:                    []v1.Container{app},
-			Volumes: []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{
-				HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirType}}}},
+			Volumes:                       []v1.Volume{dataVol},
 		},
 	})
 	order := func() []string {
