@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -159,6 +160,21 @@ func podSummary(p *v1.Pod) string {
 		b.WriteString("]")
 	}
 	return b.String()
+}
+
+// deletePod deletes the pod and waits up to d until the API server has it
+// no more (vk-cri has removed it); it returns how long that took.
+func deletePod(t *testing.T, ns, name string, d time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if err := client.CoreV1().Pods(ns).Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pod gone", d, func() (bool, string) {
+		_, err := client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	return time.Since(start)
 }
 
 // hostDataVolume makes the folder name under the run's folder and returns

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
@@ -222,15 +221,7 @@ func TestHookPostStartPreStop(t *testing.T) {
 		return err == nil && strings.Contains(string(b), "saw poststart-ran"), string(b)
 	})
 
-	start := time.Now()
-	if err := client.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the pod gone", time.Duration(grace+10)*time.Second, func() (bool, string) {
-		_, err := client.CoreV1().Pods(ns).Get(context.Background(), pod.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), "still there"
-	})
-	took := time.Since(start)
+	took := deletePod(t, ns, pod.Name, time.Duration(grace+10)*time.Second)
 	b, err := os.ReadFile(filepath.Join(dir, "order"))
 	if err != nil {
 		t.Fatalf("preStop left nothing: %v", err)

@@ -1,7 +1,6 @@
 package vk_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -99,15 +97,7 @@ func TestSidecar(t *testing.T) {
 		t.Error("no Unhealthy event for the sidecar's readiness probe")
 	}
 
-	start := time.Now()
-	if err := client.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the pod gone", time.Duration(grace+15)*time.Second, func() (bool, string) {
-		_, err := client.CoreV1().Pods(ns).Get(context.Background(), pod.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), "still there"
-	})
-	took := time.Since(start)
+	took := deletePod(t, ns, pod.Name, time.Duration(grace+15)*time.Second)
 	got := order()
 	t.Logf("order %q; deleted in %v (grace %ds)", got, took.Round(time.Millisecond), grace)
 	// As kubelet: every preStop hook runs at once; the sidecar's SIGTERM

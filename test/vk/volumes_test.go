@@ -11,7 +11,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -232,13 +231,7 @@ func TestProjectedVolume(t *testing.T) {
 	})
 
 	// Deleted, the pod leaves no tmpfs mounted on the host.
-	if err := core.Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "pod gone", 60*time.Second, func() (bool, string) {
-		_, err := core.Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
-	})
+	deletePod(t, ns, p.Name, 60*time.Second)
 	waitFor(t, "the pod's tmpfs unmounted", 10*time.Second, func() (bool, string) {
 		b, err := os.ReadFile("/proc/self/mountinfo")
 		return err == nil && !strings.Contains(string(b), string(p.UID)), fmt.Sprint(err)
