@@ -16,6 +16,11 @@ func (s *Server) StartContainer(ctx context.Context, r *runtime.StartContainerRe
 	if c.State != runtime.ContainerState_CONTAINER_CREATED {
 		return nil, grpcError(fmt.Errorf("start container %s: it is %s, not created: %w", c.ID, c.State, errPrecondition))
 	}
+	// Attached before the start, so that even its first output is held to
+	// its log pump's pace (logs.go).
+	if c.LogPath != "" {
+		s.pumps.holdBeforeStart(ctx, c.ID, c.Tty)
+	}
 	startErr := s.docker.ContainerStart(ctx, c.ID)
 	if startErr == nil {
 		failpoint(FailStartAfterStart) // test only: failpoint.go
@@ -24,10 +29,12 @@ func (s *Server) StartContainer(ctx context.Context, r *runtime.StartContainerRe
 		return nil, grpcError(err)
 	}
 	if startErr != nil {
+		s.pumps.stop(c.ID)
 		return nil, grpcError(fmt.Errorf("start container %s: %w", c.ID, startErr))
 	}
-	// The engine keeps the output (local driver) until the pump reads it, so
-	// starting the pump after the container loses nothing.
+	// The engine keeps the output (local driver) until the pump reads it,
+	// and the attach stream holds the container while the pump is behind,
+	// so starting the pump after the container loses nothing.
 	if c, err = s.store.container(c.ID); err == nil {
 		s.ensurePump(ctx, c)
 	}

@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"encoding/binary"
 	"io"
 	"sync"
 	"time"
@@ -10,17 +11,22 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/cri/crilog"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+	"github.com/moby/moby/api/pkg/stdcopy"
 )
 
 // logPumps runs one pump per container: it follows the engine's log stream
 // and writes CRI-format lines to the container's log path, resuming after
-// the last line already written.
+// the last line already written. Beside each pump, the container's attach
+// stream is read through a crilog.Gate, which holds the container back
+// while its pump is behind, so the engine's capped log never rotates away
+// output the pump has not read.
 type logPumps struct {
 	docker *dockerapi.Client
 
-	mu    sync.Mutex
-	pumps map[string]*pump
-	wg    sync.WaitGroup
+	mu      sync.Mutex
+	pumps   map[string]*pump
+	holders map[string]*holder
+	wg      sync.WaitGroup
 
 	counters crilog.Counters // bytes written and drops of every pump (metrics.go)
 }
@@ -31,8 +37,169 @@ type pump struct {
 	w      *crilog.Writer
 }
 
+// holder reads a container's attach stream through its gate.
+type holder struct {
+	gate   *crilog.Gate
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// attachWindow is how far a container's output may run ahead of its pump:
+// the engine's log of a container (spec.go) holds at least one file of
+// 4 MiB, and beyond this window the engine buffers up to 1 MB more for the
+// attach stream before it holds the container.
+const attachWindow = 1 << 20
+
+// gateStall is how long a gate holds a container while its pump makes no
+// progress at all before it lets the output through (crilog.NewGate).
+const gateStall = 10 * time.Second
+
 func newLogPumps(d *dockerapi.Client) *logPumps {
-	return &logPumps{docker: d, pumps: map[string]*pump{}}
+	return &logPumps{docker: d, pumps: map[string]*pump{}, holders: map[string]*holder{}}
+}
+
+// holdBeforeStart attaches to a created container, so that everything it
+// writes once started is held to its pump's pace. A failure to attach only
+// costs the backpressure, not the start, and is logged.
+func (l *logPumps) holdBeforeStart(ctx context.Context, id string, tty bool) {
+	st, err := l.docker.ContainerAttach(ctx, id, dockerapi.AttachConfig{Stdout: true, Stderr: true})
+	if err != nil {
+		klog.InfoS("Cannot attach to the container before its start; its output is not held to the log pump's pace", "container", id, "err", err)
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h, ok := l.holders[id]; ok {
+		h.cancel()
+	}
+	l.holders[id] = l.startHolder(id, tty, st)
+}
+
+// hold keeps a holder on a running container that has none (after a
+// restart of this server, or a container started by someone else). l.mu is
+// held.
+func (l *logPumps) hold(id string, tty bool) {
+	if h, ok := l.holders[id]; ok {
+		select {
+		case <-h.done:
+		default:
+			return
+		}
+	}
+	l.holders[id] = l.startHolder(id, tty, nil)
+}
+
+// startHolder runs a holder; first is an attach already made before the
+// container started, or nil. l.mu is held.
+func (l *logPumps) startHolder(id string, tty bool, first *dockerapi.Stream) *holder {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &holder{gate: crilog.NewGate(attachWindow, gateStall), cancel: cancel, done: make(chan struct{})}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer close(h.done)
+		h.run(ctx, l.docker, id, tty, first)
+	}()
+	return h
+}
+
+// run reads the attach stream through the gate until the container has
+// exited, attaching again after the stream breaks (an engine restart).
+func (h *holder) run(ctx context.Context, d *dockerapi.Client, id string, tty bool, st *dockerapi.Stream) {
+	stalls := 0
+	backoff := 100 * time.Millisecond
+	for {
+		var err error
+		if st != nil {
+			h.gate.Attach(time.Time{}) // made before the start: all output counts
+		} else if st, err = d.ContainerAttach(ctx, id, dockerapi.AttachConfig{Stdout: true, Stderr: true}); err == nil {
+			// Output the engine stamped a little before the attach counts
+			// too: a count too high only loosens the hold, one too low
+			// would stall it (and the engine's clock may differ a little
+			// from this host's).
+			h.gate.Attach(time.Now().Add(-time.Second))
+		}
+		if err == nil {
+			err = h.drain(ctx, st, tty)
+			st.Close()
+			st = nil
+			h.gate.Detach()
+		}
+		if n := h.gate.Stalls(); n > stalls {
+			stalls = n
+			klog.InfoS("Log pump made no progress while the container's output waited; letting it through", "container", id, "stall", gateStall, "times", n)
+		}
+		if ctx.Err() != nil || dockerapi.IsNotFound(err) {
+			return
+		}
+		// The stream ends when the container exits; an error from the
+		// inspect (the engine away) means try again.
+		in, ierr := d.ContainerInspect(ctx, id)
+		if ierr == nil && (in.State == nil || !in.State.Running) {
+			return
+		}
+		if dockerapi.IsNotFound(ierr) {
+			return
+		}
+		klog.V(2).InfoS("Attach stream broke; attaching again", "container", id, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// drain reads the attach stream through the gate and throws the output
+// away: the pump writes it, from the engine's log.
+func (h *holder) drain(ctx context.Context, st *dockerapi.Stream, tty bool) error {
+	stop := context.AfterFunc(ctx, func() { st.Close() })
+	defer stop()
+	buf := make([]byte, 16*1024)
+	read := func(s crilog.Stream, n int) error {
+		if err := h.gate.Wait(ctx); err != nil {
+			return err
+		}
+		n, err := io.ReadFull(st.Reader, buf[:n])
+		h.gate.Add(s, n)
+		return err
+	}
+	if tty {
+		for {
+			if err := h.gate.Wait(ctx); err != nil {
+				return err
+			}
+			n, err := st.Reader.Read(buf)
+			h.gate.Add(crilog.Stdout, n)
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	var hdr [8]byte
+	for {
+		if _, err := io.ReadFull(st.Reader, hdr[:]); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return err
+		}
+		s := crilog.Stdout
+		if stdcopy.StdType(hdr[0]) == stdcopy.Stderr {
+			s = crilog.Stderr
+		}
+		for size := int(binary.BigEndian.Uint32(hdr[4:])); size > 0; {
+			n := min(size, len(buf))
+			if err := read(s, n); err != nil {
+				return err
+			}
+			size -= n
+		}
+	}
 }
 
 // ensure starts a pump for the container unless one runs already. The pump
@@ -56,42 +223,123 @@ func (l *logPumps) ensure(ctx context.Context, id, path string, tty bool, runnin
 		return
 	}
 	w.CountInto(&l.counters) // metrics.go
-	since, err := crilog.LastTimestamp(path)
+	pos, err := crilog.LastPosition(path)
 	if err != nil {
 		klog.InfoS("Log file has no readable last line; reading the engine's log from the start", "container", id, "err", err)
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &pump{cancel: cancel, done: make(chan struct{}), w: w}
 	l.pumps[id] = p
+	l.hold(id, tty)
+	h := l.holders[id]
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
 		defer close(p.done)
 		defer w.Close()
-		src := func(ctx context.Context, since time.Time) (io.ReadCloser, error) {
-			return l.docker.ContainerLogs(ctx, id, since, true)
+		l.run(ctx, id, w, tty, pos, h, running)
+	}()
+}
+
+// The pump's waits: between fetches while the attach stream has seen output
+// the engine's log does not show yet (the engine writes the two apart),
+// and, while no attach stream is read, for new output at all.
+const (
+	pumpRetryMin = 5 * time.Millisecond
+	pumpRetryMax = 500 * time.Millisecond
+	pumpRetries  = 20 // fetches that find nothing the attach count expects, before it is reset
+	pumpIdle     = time.Second
+)
+
+// run pumps a container's log until it has exited and all it wrote is in.
+//
+// It fetches what the engine logged since the last record (a read to the
+// end, not a follow: Docker 20.10's follow of a json-file log can lose the
+// entry at a rotation), whenever the attach stream shows new output, and
+// again until everything the attach stream saw is in. So the last output
+// of a container that exited at once is in too, whenever the engine writes
+// it.
+func (l *logPumps) run(ctx context.Context, id string, w *crilog.Writer, tty bool, pos crilog.Position, h *holder, running func(context.Context) bool) {
+	src := func(ctx context.Context, since time.Time) (io.ReadCloser, error) {
+		return l.docker.ContainerLogs(ctx, id, since, false)
+	}
+	gate := h.gate
+	backoff := 100 * time.Millisecond
+	retry, retries := pumpRetryMin, 0
+	wait := func(d time.Duration) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+			return true
 		}
-		backoff := 100 * time.Millisecond
-		for {
-			last, err := crilog.Pump(ctx, w, src, tty, since)
-			since = last
-			if ctx.Err() != nil || dockerapi.IsNotFound(err) {
+	}
+	for {
+		// Take the token first: output that comes during the fetch leaves
+		// one for the next wait.
+		select {
+		case <-gate.More():
+		default:
+		}
+		before := pos
+		out, errs := gate.Behind()
+		last, err := crilog.Pump(ctx, w, src, tty, pos, crilog.Resume(pos, out, errs), gate)
+		pos = last
+		if ctx.Err() != nil || dockerapi.IsNotFound(err) {
+			return
+		}
+		if err != nil {
+			klog.V(2).InfoS("Log stream broke; resuming", "container", id, "err", err)
+			if !wait(backoff) {
 				return
-			}
-			if err == nil && !running(ctx) {
-				return // the container exited and everything it wrote is in
-			}
-			if err != nil {
-				klog.V(2).InfoS("Log stream broke; resuming", "container", id, "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(backoff):
 			}
 			backoff = min(backoff*2, 5*time.Second)
+			continue
 		}
-	}()
+		backoff = 100 * time.Millisecond
+		if pos != before {
+			retry, retries = pumpRetryMin, 0
+			continue // more may be there already
+		}
+		if out, errs := gate.Behind(); out || errs {
+			if retries++; retries > pumpRetries {
+				gate.Resync()
+				retries = 0
+				continue
+			}
+			if !wait(retry) {
+				return
+			}
+			retry = min(retry*2, pumpRetryMax)
+			continue
+		}
+		select {
+		case <-h.done:
+			// The attach stream ended: the container exited, or the
+			// holder gave up. One more fetch after the exit, then done.
+			if !running(ctx) {
+				if _, err := crilog.Pump(ctx, w, src, tty, pos, crilog.Resume(pos, true, true), gate); err == nil || ctx.Err() != nil {
+					return
+				}
+			}
+			if !wait(pumpIdle) {
+				return
+			}
+			continue
+		default:
+		}
+		var idle <-chan time.Time
+		if !gate.Live() {
+			idle = time.After(pumpIdle)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-gate.More():
+		case <-h.done:
+		case <-idle:
+		}
+	}
 }
 
 // beforeExit runs before the store reports a container exited: its pump
@@ -130,12 +378,18 @@ func (l *logPumps) drain(id string, timeout time.Duration) {
 	}
 }
 
-// stop ends a container's pump (on removal).
+// stop ends a container's pump and holder (on removal, or a failed start).
 func (l *logPumps) stop(id string) {
 	l.mu.Lock()
 	p, ok := l.pumps[id]
+	h, held := l.holders[id]
 	delete(l.pumps, id)
+	delete(l.holders, id)
 	l.mu.Unlock()
+	if held {
+		h.cancel()
+		<-h.done
+	}
 	if ok {
 		p.cancel()
 		<-p.done
@@ -164,6 +418,9 @@ func (l *logPumps) close() {
 	l.mu.Lock()
 	for _, p := range l.pumps {
 		p.cancel()
+	}
+	for _, h := range l.holders {
+		h.cancel()
 	}
 	l.mu.Unlock()
 	l.wg.Wait()

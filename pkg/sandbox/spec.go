@@ -372,7 +372,14 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 		LogConfig:     h.LogConfig,
 	}
 	if hc.LogConfig.Type == "" {
-		hc.LogConfig = container.LogConfig{Type: "local", Config: map[string]string{"max-size": "4m", "max-file": "2"}}
+		// json-file, not local: Docker 20.10's local driver drops the end
+		// of a line the engine split into 16 KiB partial messages (the
+		// next line runs into it), and its follow fails on an entry half
+		// written ("proto: illegal wireType"); json-file keeps each
+		// message's '\n' and a last line without one. The pump's attach
+		// stream holds the container back so that the cap never rotates
+		// away what the pump has not read (pkg/cri/logs.go).
+		hc.LogConfig = container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "4m", "max-file": "2"}}
 	}
 	sbNS := in.Sandbox.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	if sbNS.GetIpc() == runtime.NamespaceMode_NODE {

@@ -114,3 +114,37 @@ var busyboxFiles = sync.OnceValues(func() ([]imagebuild.File, error) {
 	}
 	return files, nil
 })
+
+// BusyboxWithProgram builds the Go main package pkg (an import path the
+// calling module resolves) as a static binary and loads, tagged ref, the
+// Busybox image with that binary added at path.
+func BusyboxWithProgram(ctx context.Context, c *dockerapi.Client, ref, pkg, path string) error {
+	dir, err := os.MkdirTemp("", "images-program-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bin := dir + "/program"
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("images: build %s: %v\n%s", pkg, err, out)
+	}
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	files, err := busyboxFiles()
+	if err != nil {
+		return err
+	}
+	files = append(files, imagebuild.File{Path: path, Mode: 0o755, Data: data})
+	var buf bytes.Buffer
+	if _, err := imagebuild.Archive(&buf, []string{ref}, files, BusyboxConfig()); err != nil {
+		return err
+	}
+	if err := c.ImageLoad(ctx, &buf); err != nil {
+		return fmt.Errorf("images: loading %s: %w", ref, err)
+	}
+	return nil
+}

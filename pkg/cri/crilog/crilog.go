@@ -328,3 +328,84 @@ func lastTimestamp(r io.ReaderAt, size int64) (time.Time, error) {
 	}
 	return t, nil
 }
+
+// tailScan bounds how far back LastPosition reads: far enough for the
+// last record of both streams in all but a long one-stream burst, and for
+// the pieces of one long line the engine split (16 KiB each, one time).
+const tailScan = 4 << 20
+
+// LastPosition is where a pump resumes the log at path: per stream, the
+// last record's time and how many records of that stream are stamped
+// exactly then. A missing or empty file gives the zero Position; a stream
+// with no record in the tail gets the other's mark.
+func LastPosition(path string) (Position, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Position{}, nil
+	}
+	if err != nil {
+		return Position{}, fmt.Errorf("last position of %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return Position{}, fmt.Errorf("last position of %s: %w", path, err)
+	}
+	start := max(0, fi.Size()-tailScan)
+	buf := make([]byte, fi.Size()-start)
+	if _, err := f.ReadAt(buf, start); err != nil && err != io.EOF {
+		return Position{}, fmt.Errorf("last position of %s: %w", path, err)
+	}
+	if start > 0 { // the first line is cut: skip it
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			buf = buf[i+1:]
+		}
+	}
+	if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+		buf = buf[:i] // an unterminated last line was never whole
+	} else {
+		buf = nil
+	}
+	var pos Position
+	done := [2]bool{}
+	for len(buf) > 0 && !(done[0] && done[1]) {
+		line := buf
+		if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+			line, buf = buf[i+1:], buf[:i]
+		} else {
+			buf = nil
+		}
+		ts, rest, ok := bytes.Cut(line, []byte{' '})
+		if !ok {
+			continue
+		}
+		t, err := parseTime(ts)
+		if err != nil {
+			continue
+		}
+		stream := Stdout
+		if bytes.HasPrefix(rest, []byte(Stderr)) {
+			stream = Stderr
+		}
+		i, m := 0, pos.mark(stream)
+		if stream == Stderr {
+			i = 1
+		}
+		switch {
+		case done[i]:
+		case m.Time.IsZero():
+			*m = Mark{Time: t, Seen: 1}
+		case t.Equal(m.Time):
+			m.Seen++
+		default:
+			done[i] = true
+		}
+	}
+	switch {
+	case pos.Stdout.Time.IsZero():
+		pos.Stdout = pos.Stderr
+	case pos.Stderr.Time.IsZero():
+		pos.Stderr = pos.Stdout
+	}
+	return pos, nil
+}

@@ -54,8 +54,8 @@ func FuzzPump(f *testing.F) {
 		src := func(ctx context.Context, since time.Time) (io.ReadCloser, error) {
 			return io.NopCloser(bytes.NewReader(stream)), nil
 		}
-		last, _ := Pump(context.Background(), w, src, tty, since)
-		if last.Before(since) {
+		last, _ := Pump(context.Background(), w, src, tty, At(since), since, nil)
+		if last.Latest().Before(since) {
 			t.Fatalf("last %v is before since %v", last, since)
 		}
 		b, err := os.ReadFile(w.path)

@@ -30,16 +30,22 @@ const maxPiece = 64 * 1024
 // stream is raw stdout. Every message starts with its RFC3339Nano timestamp
 // and a space.
 //
-// Messages whose timestamp is not after since are skipped: the engine's since
-// filter is inclusive, so on resume the last message already written comes
-// again. (Distinct messages sharing that exact nanosecond are skipped too.)
+// The engine is asked for messages from since on (its filter is
+// inclusive; Resume picks it). Of each stream, the messages stamped before
+// from's mark for it are skipped, and so are the first Seen messages
+// stamped exactly then: they were written already. (The pieces of a line
+// the engine split share their time; each stream's messages are stamped in
+// order, but the two streams' may reach the engine's log out of order.)
 //
-// last is the timestamp of the last record written, or since if none was:
-// pass it as since to resume after reconnecting.
-func Pump(ctx context.Context, w *Writer, src Source, tty bool, since time.Time) (last time.Time, err error) {
+// last is the position after the last message written, or from if none
+// was: pass it as from to resume.
+//
+// Every message written is counted through gate, if not nil, so that the
+// container is held back while the pump is behind (Gate).
+func Pump(ctx context.Context, w *Writer, src Source, tty bool, from Position, since time.Time, gate *Gate) (last Position, err error) {
 	rc, err := src(ctx, since)
 	if err != nil {
-		return since, fmt.Errorf("open log stream: %w", err)
+		return from, fmt.Errorf("open log stream: %w", err)
 	}
 	// Closing the stream is what unblocks a Read waiting for output of a
 	// quiet container when ctx is cancelled.
@@ -50,7 +56,7 @@ func Pump(ctx context.Context, w *Writer, src Source, tty bool, since time.Time)
 		}
 	}()
 
-	p := &pump{ctx: ctx, w: w, since: since, last: since}
+	p := &pump{ctx: ctx, w: w, gate: gate, from: from, last: from}
 	if tty {
 		// ReadSlice cuts a long line into pieces of the buffer's size.
 		err = p.raw(bufio.NewReaderSize(rc, maxPiece))
@@ -68,15 +74,70 @@ func Pump(ctx context.Context, w *Writer, src Source, tty bool, since time.Time)
 	return p.last, err
 }
 
+// Mark is where a pump is in one stream of a container's log: the time of
+// the last message written, and how many stamped exactly then were.
+type Mark struct {
+	Time time.Time
+	Seen int
+}
+
+// Position is where a pump is in a container's log, per stream.
+type Position struct {
+	Stdout, Stderr Mark
+}
+
+func (p *Position) mark(s Stream) *Mark {
+	if s == Stderr {
+		return &p.Stderr
+	}
+	return &p.Stdout
+}
+
+// resumeFloor: a stream with nothing pending still resumes at most this
+// long before the other's mark, for output the attach count has not seen
+// yet but the engine stamped a little earlier.
+const resumeFloor = 50 * time.Millisecond
+
+// Resume is the since to fetch from after pos: a stream with output still
+// to come (pending) resumes at its own mark, for its next message is
+// stamped after that one; a stream with none, or with no mark yet, at most
+// resumeFloor before the latest mark.
+func Resume(pos Position, pendingOut, pendingErr bool) time.Time {
+	latest := pos.Stdout.Time
+	if pos.Stderr.Time.After(latest) {
+		latest = pos.Stderr.Time
+	}
+	since := latest
+	for _, m := range []struct {
+		mark    Mark
+		pending bool
+	}{{pos.Stdout, pendingOut}, {pos.Stderr, pendingErr}} {
+		t := m.mark.Time
+		// A stream with no message yet is held to the floor too: its
+		// first was stamped after the output of the other stream that is
+		// in already, give or take the floor.
+		if (!m.pending || t.IsZero()) && t.Before(latest.Add(-resumeFloor)) {
+			t = latest.Add(-resumeFloor)
+		}
+		if t.Before(since) {
+			since = t
+		}
+	}
+	return since
+}
+
 type pump struct {
-	ctx   context.Context
-	w     *Writer
-	since time.Time
-	last  time.Time
+	ctx     context.Context
+	w       *Writer
+	gate    *Gate
+	from    Position
+	skipped [2]int // messages of each stream stamped at from's mark skipped so far
+	last    Position
+	next    Mark // last's mark of the stream, once the message being copied is written
 
 	// The message being copied, which may span several pieces.
 	ts   time.Time
-	skip bool // at or before since
+	skip bool // written before
 	buf  []byte
 }
 
@@ -163,7 +224,27 @@ func (p *pump) piece(stream Stream, b []byte, first bool) error {
 		if err != nil {
 			return fmt.Errorf("log stream message: %w", err)
 		}
-		p.ts, p.skip, b = t, !t.After(p.since), rest
+		p.ts, b = t, rest
+		from, last := p.from.mark(stream), p.last.mark(stream)
+		si := 0
+		if stream == Stderr {
+			si = 1
+		}
+		switch {
+		case t.Before(from.Time):
+			p.skip = true
+		case t.Equal(from.Time) && p.skipped[si] < from.Seen:
+			p.skip = true
+			p.skipped[si]++
+		default:
+			p.skip = false
+			// Where the pump is once this message is written.
+			if t.Equal(last.Time) {
+				p.next = Mark{Time: t, Seen: last.Seen + 1}
+			} else {
+				p.next = Mark{Time: t, Seen: 1}
+			}
+		}
 	}
 	if p.skip {
 		return nil
@@ -174,7 +255,10 @@ func (p *pump) piece(stream Stream, b []byte, first bool) error {
 	if err := p.w.WriteRecord(p.ts, stream, partial, b); err != nil {
 		return err
 	}
-	p.last = p.ts
+	*p.last.mark(stream) = p.next
+	if p.gate != nil {
+		p.gate.Pumped(stream, p.ts, len(b))
+	}
 	return nil
 }
 
@@ -184,4 +268,18 @@ func noEOF(err error) error {
 		return io.ErrUnexpectedEOF
 	}
 	return err
+}
+
+// Latest is the later of the two streams' mark times.
+func (p Position) Latest() time.Time {
+	if p.Stderr.Time.After(p.Stdout.Time) {
+		return p.Stderr.Time
+	}
+	return p.Stdout.Time
+}
+
+// At is the position of a log whose last record of each stream was the
+// one message stamped t.
+func At(t time.Time) Position {
+	return Position{Stdout: Mark{Time: t, Seen: 1}, Stderr: Mark{Time: t, Seen: 1}}
 }

@@ -163,11 +163,11 @@ func TestPumpMultiplexed(t *testing.T) {
 		{2, tsN(7), big + "\n"},
 	}}
 	w := newWriter(t)
-	last, err := Pump(context.Background(), w, e.source, false, time.Time{})
+	last, err := Pump(context.Background(), w, e.source, false, Position{}, time.Time{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !last.Equal(tsN(7)) {
+	if !last.Latest().Equal(tsN(7)) {
 		t.Errorf("last = %v, want %v", last, tsN(7))
 	}
 	if !e.closed {
@@ -205,11 +205,11 @@ func TestPumpTTY(t *testing.T) {
 		{1, tsN(4), "prompt$ "}, // stream ends mid-line
 	}}
 	w := newWriter(t)
-	last, err := Pump(context.Background(), w, e.source, true, time.Time{})
+	last, err := Pump(context.Background(), w, e.source, true, Position{}, time.Time{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !last.Equal(tsN(4)) {
+	if !last.Latest().Equal(tsN(4)) {
 		t.Errorf("last = %v, want %v", last, tsN(4))
 	}
 	recs := fileRecords(t, w)
@@ -247,18 +247,18 @@ func TestPumpResume(t *testing.T) {
 				{1, tsN(4), "four\n"},
 			}}
 			w := newWriter(t)
-			last, err := Pump(context.Background(), w, e.source, tty, time.Time{})
+			last, err := Pump(context.Background(), w, e.source, tty, Position{}, time.Time{}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !last.Equal(tsN(2)) {
+			if !last.Latest().Equal(tsN(2)) {
 				t.Fatalf("first pump: last = %v, want %v", last, tsN(2))
 			}
-			last, err = Pump(context.Background(), w, e.source, tty, last)
+			last, err = Pump(context.Background(), w, e.source, tty, last, last.Latest(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !last.Equal(tsN(4)) {
+			if !last.Latest().Equal(tsN(4)) {
 				t.Errorf("second pump: last = %v, want %v", last, tsN(4))
 			}
 			if !e.sinces[1].Equal(tsN(2)) {
@@ -272,8 +272,8 @@ func TestPumpResume(t *testing.T) {
 			})
 
 			// Nothing new: last stays where it was.
-			last, err = Pump(context.Background(), w, e.source, tty, tsN(4))
-			if err != nil || !last.Equal(tsN(4)) {
+			last, err = Pump(context.Background(), w, e.source, tty, At(tsN(4)), tsN(4), nil)
+			if err != nil || !last.Latest().Equal(tsN(4)) {
 				t.Errorf("pump with nothing new = %v, %v; want %v, nil", last, err, tsN(4))
 			}
 			if n := len(fileRecords(t, w)); n != 4 {
@@ -290,12 +290,12 @@ func TestPumpCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	type result struct {
-		last time.Time
+		last Position
 		err  error
 	}
 	done := make(chan result, 1)
 	go func() {
-		last, err := Pump(ctx, w, src, false, time.Time{})
+		last, err := Pump(ctx, w, src, false, Position{}, time.Time{}, nil)
 		done <- result{last, err}
 	}()
 	// The pipe write returns once Pump has read the whole frame; then the
@@ -313,7 +313,7 @@ func TestPumpCancel(t *testing.T) {
 	if !errors.Is(r.err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", r.err)
 	}
-	if !r.last.Equal(tsN(1)) {
+	if !r.last.Latest().Equal(tsN(1)) {
 		t.Errorf("last = %v, want %v", r.last, tsN(1))
 	}
 	if _, err := pw.Write([]byte("x")); !errors.Is(err, io.ErrClosedPipe) {
@@ -346,7 +346,7 @@ func TestPumpErrors(t *testing.T) {
 				return io.NopCloser(&trickleReader{data: tt.stream}), nil
 			}
 			w := newWriter(t)
-			last, err := Pump(context.Background(), w, src, tt.tty, time.Time{})
+			last, err := Pump(context.Background(), w, src, tt.tty, Position{}, time.Time{}, nil)
 			switch {
 			case tt.is != nil:
 				if !errors.Is(err, tt.is) {
@@ -362,7 +362,7 @@ func TestPumpErrors(t *testing.T) {
 				}
 			}
 			// What came before the bad part is written and reported.
-			if !last.Equal(tsN(1)) {
+			if !last.Latest().Equal(tsN(1)) {
 				t.Errorf("last = %v, want %v", last, tsN(1))
 			}
 		})
@@ -370,8 +370,8 @@ func TestPumpErrors(t *testing.T) {
 
 	openErr := errors.New("no such container")
 	src := func(ctx context.Context, since time.Time) (io.ReadCloser, error) { return nil, openErr }
-	last, err := Pump(context.Background(), newWriter(t), src, false, tsN(5))
-	if !errors.Is(err, openErr) || !last.Equal(tsN(5)) {
+	last, err := Pump(context.Background(), newWriter(t), src, false, At(tsN(5)), tsN(5), nil)
+	if !errors.Is(err, openErr) || !last.Latest().Equal(tsN(5)) {
 		t.Errorf("Pump with failing source = %v, %v; want %v, %v", last, err, tsN(5), openErr)
 	}
 }

@@ -1,0 +1,203 @@
+package crilog
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Gate holds a container back while its pump is behind, so that the engine
+// never rotates away output the pump has not read yet.
+//
+// The pump reads the engine's log, which the engine keeps only up to a cap.
+// Beside it, the container's attach stream is read through the gate, and
+// the engine writes a container's output to its log and to every attached
+// reader in the same step: when an attached reader stops reading, the
+// engine's buffer for it fills (1 MB), then the engine stops reading the
+// container's pipe, and the container's next write blocks. That is the
+// backpressure containerd's shim gives by writing the CRI log from the pipe
+// itself. The gate lets attached bytes through only while fewer than window
+// of them are still to come through the pump, so the engine's log holds at
+// most about window plus the engine's own buffer of output not yet pumped.
+//
+// Both sides count the container's output bytes: the attach stream carries
+// them as written, the pump as log messages (a message's content, with its
+// '\n').
+type Gate struct {
+	window int64
+	stall  time.Duration
+
+	mu       sync.Mutex
+	attached [2]int64      // bytes of stdout, stderr let through since the last Attach
+	pumped   [2]int64      // and pumped since then, counted from after
+	from     time.Time     // records stamped before this were output before the attach
+	wake     chan struct{} // closed when pumped moves, if anyone waits
+	waiting  int
+	stalls   int           // times the gate gave up waiting (Stalls)
+	more     chan struct{} // a token when attached bytes came (More)
+	live     bool          // an attach stream is being read (Live)
+}
+
+// NewGate returns a gate that lets the attach stream run at most window
+// bytes ahead of the pump. If the pump makes no progress for stall while
+// output waits, the gate lets the output through: a pump that cannot
+// advance (an engine that dropped the output from its log, say) must not
+// hold the container forever.
+func NewGate(window int64, stall time.Duration) *Gate {
+	return &Gate{window: window, stall: stall, wake: make(chan struct{}), more: make(chan struct{}, 1)}
+}
+
+// Attach starts a new count for an attach stream established now. Output
+// the pump reads that the engine stamped before from was written before the
+// attach and does not count against it. (Pass the zero time for an attach
+// made before the container started: all its output counts.)
+func (g *Gate) Attach(from time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.attached, g.pumped, g.from, g.live = [2]int64{}, [2]int64{}, from, true
+	g.signal()
+}
+
+// Detach says the attach stream ended.
+func (g *Gate) Detach() {
+	g.mu.Lock()
+	g.live = false
+	g.mu.Unlock()
+	g.poke()
+}
+
+// Live reports whether an attach stream is being read: only then does
+// More tell of all new output.
+func (g *Gate) Live() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.live
+}
+
+// More receives a token after output came through the attach stream (or
+// the stream ended): the pump has something to fetch.
+func (g *Gate) More() <-chan struct{} { return g.more }
+
+func (g *Gate) poke() {
+	select {
+	case g.more <- struct{}{}:
+	default:
+	}
+}
+
+// Behind reports, per stream, whether the attach stream has seen output
+// the pump has not written yet.
+func (g *Gate) Behind() (stdout, stderr bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.attached[0] > g.pumped[0], g.attached[1] > g.pumped[1]
+}
+
+// Resync makes the count start again from what the pump wrote, when the
+// two sides disagree (output the engine logged before an attach counted
+// after it, say).
+func (g *Gate) Resync() {
+	g.mu.Lock()
+	g.attached = g.pumped
+	g.mu.Unlock()
+}
+
+func index(s Stream) int {
+	if s == Stderr {
+		return 1
+	}
+	return 0
+}
+
+// ahead is how many bytes the attach stream is ahead of the pump; g.mu is
+// held.
+func (g *Gate) ahead() int64 {
+	return g.attached[0] + g.attached[1] - g.pumped[0] - g.pumped[1]
+}
+
+// Pumped records n bytes of output of stream, stamped ts, as written by the
+// pump.
+func (g *Gate) Pumped(s Stream, ts time.Time, n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ts.Before(g.from) {
+		return
+	}
+	g.pumped[index(s)] += int64(n)
+	if g.waiting > 0 {
+		g.signal()
+	}
+}
+
+// signal wakes the waiters; g.mu is held.
+func (g *Gate) signal() {
+	close(g.wake)
+	g.wake = make(chan struct{})
+}
+
+// Wait returns once the attach stream may read on: at once while the pump
+// is less than window bytes behind, else when it has caught up that far or
+// has made no progress for the stall time. It returns ctx's error if ctx
+// ends first. Count what is then read with Add.
+func (g *Gate) Wait(ctx context.Context) error {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		g.mu.Lock()
+		if g.ahead() < g.window {
+			g.mu.Unlock()
+			return nil
+		}
+		wake, pumped := g.wake, g.pumped
+		g.waiting++
+		g.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(g.stall)
+		} else {
+			timer.Reset(g.stall)
+		}
+		var err error
+		stalled := false
+		select {
+		case <-ctx.Done():
+			err = ctx.Err()
+		case <-wake:
+		case <-timer.C:
+			stalled = true
+		}
+		g.mu.Lock()
+		g.waiting--
+		if stalled && g.pumped == pumped {
+			// No progress for the whole stall: count again from here
+			// rather than hold the container.
+			g.attached, g.stalls = g.pumped, g.stalls+1
+		}
+		g.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Add counts n bytes of stream read from the attach stream.
+func (g *Gate) Add(s Stream, n int) {
+	if n == 0 {
+		return
+	}
+	g.mu.Lock()
+	g.attached[index(s)] += int64(n)
+	g.mu.Unlock()
+	g.poke()
+}
+
+// Stalls is how many times the gate let output through because the pump
+// made no progress for the stall time.
+func (g *Gate) Stalls() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stalls
+}
