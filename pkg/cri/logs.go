@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cri-compose/cri-compose/pkg/cri/crilog"
+	"github.com/cri-compose/cri-compose/pkg/cri/perm"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 )
 
@@ -17,6 +18,7 @@ import (
 // the last line already written.
 type logPumps struct {
 	docker *dockerapi.Client
+	access perm.Access // who besides root may read the log files
 
 	mu    sync.Mutex
 	pumps map[string]*pump
@@ -31,8 +33,8 @@ type pump struct {
 	w      *crilog.Writer
 }
 
-func newLogPumps(d *dockerapi.Client) *logPumps {
-	return &logPumps{docker: d, pumps: map[string]*pump{}}
+func newLogPumps(d *dockerapi.Client, a perm.Access) *logPumps {
+	return &logPumps{docker: d, access: a, pumps: map[string]*pump{}}
 }
 
 // ensure starts a pump for the container unless one runs already. The pump
@@ -50,7 +52,7 @@ func (l *logPumps) ensure(ctx context.Context, id, path string, tty bool, runnin
 			return
 		}
 	}
-	w, err := crilog.OpenWriter(path)
+	w, err := crilog.OpenWriterFor(path, l.access)
 	if err != nil {
 		klog.ErrorS(err, "Cannot open container log", "container", id, "path", path)
 		return
