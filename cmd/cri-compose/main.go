@@ -116,7 +116,7 @@ func run() error {
 	}
 	defer d.Close()
 	srv := cri.NewServer(cri.Config{
-		StateDir: fc.StateDir, Network: fc.Network, NetworkSubnet: subnet,
+		StateDir: fc.StateDir, SocketGroup: fc.SocketGroup, Network: fc.Network, NetworkSubnet: subnet,
 		PodInfraImage: fc.PodInfraImage, Mirrors: m,
 		StreamAddress: fc.StreamAddress, StageMounts: stage,
 	}, d)

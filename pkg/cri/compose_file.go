@@ -49,14 +49,12 @@ func (s *Server) writeProject(sandboxID string) error {
 	if err := s.writeResolvConf(sb.Project, sb.Config); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := s.access.MkdirAll(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("project folder of %s: %w", sb.Project, err)
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("write compose file of %s: %w", sb.Project, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	// It holds every environment value of the pod: root's and the socket
+	// group's only (state_dir.go).
+	if err := s.access.WriteFile(path, b, s.access.File()); err != nil {
 		return fmt.Errorf("write compose file of %s: %w", sb.Project, err)
 	}
 	return nil
@@ -70,13 +68,14 @@ func (s *Server) writeResolvConf(project string, cfg *runtime.PodSandboxConfig) 
 		return nil
 	}
 	path := s.hostInfo().ResolvConfPath(project)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := s.access.MkdirAll(filepath.Dir(path)); err != nil {
 		return fmt.Errorf("resolv.conf of %s: %w", project, err)
 	}
 	if old, err := os.ReadFile(path); err == nil && string(old) == string(b) {
 		return nil
 	}
-	if err := os.WriteFile(path, b, 0o644); err != nil {
+	// Written in place: a running container's bind mount keeps the inode.
+	if err := os.WriteFile(path, b, resolvConfMode); err != nil {
 		return fmt.Errorf("resolv.conf of %s: %w", project, err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cri-compose/cri-compose/pkg/cri/crilog"
+	"github.com/cri-compose/cri-compose/pkg/cri/perm"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/moby/moby/api/pkg/stdcopy"
 )
@@ -22,6 +23,7 @@ import (
 // output the pump has not read.
 type logPumps struct {
 	docker *dockerapi.Client
+	access perm.Access // who besides root may read the log files
 
 	mu      sync.Mutex
 	pumps   map[string]*pump
@@ -54,8 +56,8 @@ const attachWindow = 1 << 20
 // progress at all before it lets the output through (crilog.NewGate).
 const gateStall = 10 * time.Second
 
-func newLogPumps(d *dockerapi.Client) *logPumps {
-	return &logPumps{docker: d, pumps: map[string]*pump{}, holders: map[string]*holder{}}
+func newLogPumps(d *dockerapi.Client, a perm.Access) *logPumps {
+	return &logPumps{docker: d, access: a, pumps: map[string]*pump{}, holders: map[string]*holder{}}
 }
 
 // holdBeforeStart attaches to a created container, so that everything it
@@ -217,7 +219,7 @@ func (l *logPumps) ensure(ctx context.Context, id, path string, tty bool, runnin
 			return
 		}
 	}
-	w, err := crilog.OpenWriter(path)
+	w, err := crilog.OpenWriterFor(path, l.access)
 	if err != nil {
 		klog.ErrorS(err, "Cannot open container log", "container", id, "path", path)
 		return

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +15,7 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/cri-compose/cri-compose/pkg/cri/perm"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/pause"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
@@ -26,7 +26,11 @@ var Version = "0.1.0"
 
 // Config is what the runtime needs from flags and the config file.
 type Config struct {
-	StateDir      string
+	StateDir string
+	// SocketGroup is the group of the CRI socket (--socket-group, a name
+	// or a gid): it may read the state dir and the CRI log files too,
+	// which are otherwise root's alone (state_dir.go).
+	SocketGroup   string
 	Network       string
 	NetworkSubnet netip.Prefix
 	// PodInfraImage overrides the built-in pause image.
@@ -60,6 +64,7 @@ type Server struct {
 	images       *ImageService
 	store        *store
 	pumps        *logPumps
+	access       perm.Access // who may read the state dir and logs (state_dir.go)
 
 	hostMu sync.RWMutex
 	host   sandbox.Host // facts about the engine's host, filled by prepare
@@ -93,13 +98,15 @@ func NewServer(cfg Config, d *dockerapi.Client) *Server {
 	if cfg.Network == "" {
 		cfg.Network = "cri-compose"
 	}
+	access := fileAccess(cfg.SocketGroup) // state_dir.go
 	s := &Server{
 		cfg:    cfg,
 		docker: d,
 		events: d.NewEvents(),
 		images: NewImageService(d, cfg.Mirrors),
 		store:  newStore(d, cfg.Network),
-		pumps:  newLogPumps(d),
+		pumps:  newLogPumps(d, access),
+		access: access,
 
 		started: time.Now(),
 	}
@@ -138,6 +145,10 @@ func (s *Server) Images() *ImageService { return s.images }
 // keeps both current across engine restarts. It also serves the streaming
 // server (exec, attach, port-forward) until ctx ends.
 func (s *Server) Run(ctx context.Context) {
+	// Before any pod is read back or written: state_dir.go.
+	if err := s.secureStateDir(); err != nil {
+		klog.ErrorS(err, "Cannot close the state dir to other users")
+	}
 	streamDone := s.stream.start(ctx) // the streaming server stops with ctx
 	go s.events.Run(ctx)
 	go s.runStatsAndEvents(ctx) // stats and events: stats.go
@@ -179,7 +190,7 @@ func (s *Server) prepare(ctx context.Context) error {
 			return fmt.Errorf("built-in pause image: %w", err)
 		}
 	}
-	if err := os.MkdirAll(s.cfg.StateDir, 0o755); err != nil {
+	if err := s.access.MkdirAll(s.cfg.StateDir); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
 	s.hostMu.Lock()

@@ -204,6 +204,8 @@ func evalStateDir(p PathInfo, add addFunc) {
 		add(CheckStateDir, Fail, "%s is not writable by this user", describe(p))
 	case p.Mode.Perm()&0o002 != 0:
 		add(CheckStateDir, Degraded, "%s is writable by everyone: anyone can edit the compose files", describe(p))
+	case p.Mode.Perm()&0o007 != 0:
+		add(CheckStateDir, Degraded, "%s is open to other users, and its compose files hold the pods' environment values: cri-compose closes it (0700, 0750 with --socket-group) when it starts", describe(p))
 	default:
 		add(CheckStateDir, OK, "%s, writable", describe(p))
 	}

@@ -32,7 +32,7 @@ func healthy() Facts {
 		KernelCaps: kernelCaps,
 		ComposeV2:  "/root/.docker/cli-plugins/docker-compose", PluginDirs: []string{"/root/.docker/cli-plugins"},
 		ComposeV1: "/usr/bin/docker-compose", ComposeV1Kind: "python script",
-		StateDir:     PathInfo{Path: "/var/lib/cri-compose", Exists: true, Mode: fs.ModeDir | 0o755, Owner: "root:root", Writable: true},
+		StateDir:     PathInfo{Path: "/var/lib/cri-compose", Exists: true, Mode: fs.ModeDir | 0o700, Owner: "root:root", Writable: true},
 		Socket:       PathInfo{Path: "/run/cri-compose/cri-compose.sock", Exists: true, Mode: fs.ModeSocket | 0o660, Owner: "root:root", Writable: true},
 		SocketServed: true,
 		EngineSocket: PathInfo{Path: "/var/run/docker.sock", Exists: true, Mode: fs.ModeSocket | 0o660, Owner: "root:docker", Writable: true},
@@ -140,6 +140,7 @@ func TestPaths(t *testing.T) {
 		{"state dir read-only", func(f *Facts) { f.StateDir.Writable = false }, CheckStateDir, Fail, "not writable"},
 		{"state dir a file", func(f *Facts) { f.StateDir.Mode = 0o644 }, CheckStateDir, Fail, "not a folder"},
 		{"state dir world-writable", func(f *Facts) { f.StateDir.Mode = fs.ModeDir | 0o777 }, CheckStateDir, Degraded, "everyone"},
+		{"state dir open to others", func(f *Facts) { f.StateDir.Mode = fs.ModeDir | 0o755 }, CheckStateDir, Degraded, "open to other users"},
 		{"socket missing", func(f *Facts) {
 			f.Socket, f.SocketServed = PathInfo{Path: "/run/cri-compose/cri-compose.sock"}, false
 		}, CheckSocket, Degraded, "not running"},

@@ -39,7 +39,11 @@ func TestWriteExport(t *testing.T) {
 	if read("compose.yaml") != "name: ns-web\n" || read("volumes/web/0/app.conf") != "a=1\n" || read("volumes/web/1/site/link") != "<h1>hi</h1>" {
 		t.Error("written content differs")
 	}
-	for rel, mode := range map[string]os.FileMode{"volumes/web/0/app.conf": 0o600, "volumes/web/1/site": 0o555, "volumes/web/1/site/empty": 0o700} {
+	// Shipped files and folders keep their modes; what the export makes
+	// itself (the folder, volumes/…, the compose file with the pod's
+	// environment) is the exporting user's only.
+	for rel, mode := range map[string]os.FileMode{"volumes/web/0/app.conf": 0o600, "volumes/web/1/site": 0o555, "volumes/web/1/site/empty": 0o700,
+		".": 0o700, "volumes": 0o700, "volumes/web": 0o700, "volumes/web/0": 0o700, "compose.yaml": 0o600} {
 		if fi, err := os.Stat(filepath.Join(dir, rel)); err != nil || fi.Mode().Perm() != mode {
 			t.Errorf("%s: %v %v, want mode %o", rel, fi.Mode(), err, mode)
 		}

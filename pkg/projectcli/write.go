@@ -22,6 +22,13 @@ const ComposeFile = "compose.yaml"
 //
 // Every path is checked to stay inside dir; links are made last, so that
 // nothing is ever written through one.
+//
+// The export holds the pod's environment values and what its mounts hold
+// (secrets included): the compose file is 0600, and every folder the export
+// makes that it does not ship with a mode of its own (dir when missing,
+// volumes/ and the folders below it) is 0700, so that only the user who
+// exported reads it. Shipped files and folders keep the modes they had in
+// the pod, which its containers need.
 func WriteExport(resp *cricomposev1.ExportProjectResponse, dir string, replace bool) error {
 	files := append([]*cricomposev1.File(nil), resp.GetFiles()...)
 	sort.SliceStable(files, func(i, j int) bool { return files[i].GetPath() < files[j].GetPath() })
@@ -49,7 +56,7 @@ func WriteExport(resp *cricomposev1.ExportProjectResponse, dir string, replace b
 			}
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 
@@ -61,14 +68,14 @@ func WriteExport(resp *cricomposev1.ExportProjectResponse, dir string, replace b
 		}
 		switch {
 		case f.GetDirectory():
-			if err := os.MkdirAll(p, 0o755); err != nil {
+			if err := os.MkdirAll(p, 0o700); err != nil {
 				return err
 			}
 			dirs = append(dirs, f)
 		case f.GetSymlinkTarget() != "":
 			links = append(links, f)
 		default:
-			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 				return err
 			}
 			if err := os.WriteFile(p, f.GetContent(), 0o600); err != nil {
@@ -81,7 +88,7 @@ func WriteExport(resp *cricomposev1.ExportProjectResponse, dir string, replace b
 	}
 	for _, f := range links {
 		p := filepath.Join(dir, filepath.FromSlash(f.GetPath()))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return err
 		}
 		if err := os.Symlink(f.GetSymlinkTarget(), p); err != nil {
@@ -96,5 +103,11 @@ func WriteExport(resp *cricomposev1.ExportProjectResponse, dir string, replace b
 			return err
 		}
 	}
-	return os.WriteFile(filepath.Join(dir, ComposeFile), resp.GetComposeYaml(), 0o644)
+	// Mode 0600 even over an old export's file (WriteFile keeps the mode
+	// of a file that exists).
+	p := filepath.Join(dir, ComposeFile)
+	if err := os.WriteFile(p, resp.GetComposeYaml(), 0o600); err != nil {
+		return err
+	}
+	return os.Chmod(p, 0o600)
 }

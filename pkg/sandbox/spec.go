@@ -359,8 +359,13 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 		Labels:     labels,
 	}
 	for _, kv := range cfg.GetEnvs() {
-		if kv.GetKey() == "" || strings.Contains(kv.GetKey(), "=") || badKey(kv.GetKey()) {
-			return nil, invalid("environment variable name %q is empty, holds '=' or is only line breaks", kv.GetKey())
+		if k, _, eq := strings.Cut(kv.GetKey(), "="); eq {
+			// Only the part before '=': what follows may be a value put in
+			// the name by mistake, and errors reach logs and traces.
+			return nil, invalid("environment variable name %q… holds '='", k)
+		}
+		if kv.GetKey() == "" || badKey(kv.GetKey()) {
+			return nil, invalid("environment variable name %q is empty or only line breaks", kv.GetKey())
 		}
 		cc.Env = append(cc.Env, kv.GetKey()+"="+string(kv.GetValue()))
 	}

@@ -9,6 +9,12 @@
 //   - TestTCPMutualTLS: over TCP, clients without a certificate, with one
 //     from another CA, or speaking plain text are refused; a client whose
 //     certificate the client CA signed is served.
+//   - TestFilesClosed (files_test.go): with pods whose environment holds
+//     secrets running, no file cri-compose writes (state dir, compose
+//     files, image volume copies, CRI logs) can be read and no folder
+//     listed by another user; a state dir left open by an older version is
+//     closed at start with every pod kept; the socket group reads the
+//     compose files and logs; no secret reaches the server's log at -v=10.
 //
 // Streaming URLs (single use, expiry) are tested in pkg/cri
 // (TestStreamExec, TestStreamURLsSingleUse, TestStreamURLsExpire).
@@ -55,6 +61,9 @@ func TestMain(m *testing.M) {
 	if sock := os.Getenv(helperEnv); sock != "" {
 		os.Exit(dialHelper(sock))
 	}
+	if os.Getenv(readHelperEnv) != "" { // files_test.go
+		os.Exit(readHelper(os.Stdin, os.Stdout))
+	}
 	os.Exit(daemon.Main(m))
 }
 
@@ -88,25 +97,8 @@ func needEngine(t *testing.T) {
 // lets in exactly the group's members.
 func TestSocketGroup(t *testing.T) {
 	t.Parallel()
-	if os.Getuid() != 0 {
-		images.SkipOrFail(t, "needs root: it adds a group and runs clients as another user")
-	}
-	if _, err := exec.LookPath("groupadd"); err != nil {
-		images.SkipOrFail(t, "needs groupadd: %v", err)
-	}
+	group, gid := newGroup(t)
 	needEngine(t)
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	group := "ccsock-" + hex.EncodeToString(b)
-	if out, err := exec.Command("groupadd", group).CombinedOutput(); err != nil {
-		t.Fatalf("groupadd %s: %v %s", group, err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("groupdel", group).Run() })
-	g, err := user.LookupGroup(group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gid, _ := strconv.Atoi(g.Gid)
 
 	d := daemon.New(t, daemon.Config{Args: []string{"--socket-group", group}})
 	// The folder must let others reach the socket: the socket's own mode
@@ -141,6 +133,32 @@ func TestSocketGroup(t *testing.T) {
 	} else if !strings.Contains(out, "permission denied") {
 		t.Errorf("a user outside %s was refused, but not by the socket's mode: %s", group, out)
 	}
+}
+
+// newGroup adds a group for the test (removed when it ends) and returns
+// its name and gid; the test skips without root or groupadd, since it
+// then runs clients as nobody (65534) in and out of the group.
+func newGroup(t *testing.T) (string, int) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		images.SkipOrFail(t, "needs root: it adds a group and runs clients as another user")
+	}
+	if _, err := exec.LookPath("groupadd"); err != nil {
+		images.SkipOrFail(t, "needs groupadd: %v", err)
+	}
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	group := "ccsock-" + hex.EncodeToString(b)
+	if out, err := exec.Command("groupadd", group).CombinedOutput(); err != nil {
+		t.Fatalf("groupadd %s: %v %s", group, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("groupdel", group).Run() })
+	g, err := user.LookupGroup(group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gid, _ := strconv.Atoi(g.Gid)
+	return group, gid
 }
 
 // helperCopy copies the test binary where another user can run it.

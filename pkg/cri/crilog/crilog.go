@@ -19,7 +19,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/cri-compose/cri-compose/pkg/cri/perm"
 )
 
 // MaxLineSize is the largest content, in bytes, of one record. Longer lines are
@@ -58,33 +61,70 @@ type Record struct {
 
 // Writer appends records to a CRI log file. It is safe for concurrent use.
 type Writer struct {
-	mu   sync.Mutex
-	path string
-	f    *os.File // nil once closed
-	buf  []byte   // reused so one record becomes one write(2)
+	mu     sync.Mutex
+	path   string
+	access perm.Access // who besides root may read the file
+	f      *os.File    // nil once closed
+	buf    []byte      // reused so one record becomes one write(2)
 
 	counters *Counters // metrics.go; nil: not counted
 }
 
 // OpenWriter opens (creating it and its directory if needed) the log file at
-// path for appending.
+// path for appending, readable by its owner alone (OpenWriterFor).
 func OpenWriter(path string) (*Writer, error) {
-	f, err := openLog(path)
+	return OpenWriterFor(path, perm.Owner())
+}
+
+// OpenWriterFor is OpenWriter for a file that a's group may read too.
+// Container logs hold whatever the programs print, secrets included: the
+// file is 0640 as containerd makes it, of a's group (root's otherwise),
+// and the folders made for it are a's (0700, or 0750 for the group).
+func OpenWriterFor(path string, a perm.Access) (*Writer, error) {
+	f, err := openLog(path, a)
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{path: path, f: f}, nil
+	return &Writer{path: path, access: a, f: f}, nil
 }
 
-func openLog(path string) (*os.File, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+// LogFileMode is the mode of a CRI log file, containerd's.
+const LogFileMode fs.FileMode = 0o640
+
+func openLog(path string, a perm.Access) (*os.File, error) {
+	if err := a.MkdirAll(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("open log %s: %w", path, err)
 	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o640)
+	// Never through a link planted at the log path, as containerd.
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY|syscall.O_NOFOLLOW, LogFileMode)
 	if err != nil {
 		return nil, fmt.Errorf("open log %s: %w", path, err)
 	}
+	// A file that was there already (an older cri-compose's, another
+	// group's) gets the mode and group of a new one.
+	if err := setLogAccess(f, a); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open log %s: %w", path, err)
+	}
 	return f, nil
+}
+
+func setLogAccess(f *os.File, a perm.Access) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if gid, ok := a.GID(); ok {
+		if st, isUnix := fi.Sys().(*syscall.Stat_t); !isUnix || int(st.Gid) != gid {
+			if err := f.Chown(-1, gid); err != nil {
+				return err
+			}
+		}
+	}
+	if fi.Mode().Perm() != LogFileMode {
+		return f.Chmod(LogFileMode)
+	}
+	return nil
 }
 
 // WriteRecord writes content, output of stream at time ts, as one or more
@@ -167,7 +207,7 @@ func (w *Writer) Reopen() error {
 	}
 	// Open before closing: if the open fails, records keep going to the old
 	// file instead of being dropped.
-	f, err := openLog(w.path)
+	f, err := openLog(w.path, w.access)
 	if err != nil {
 		return err
 	}
