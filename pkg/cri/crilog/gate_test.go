@@ -1,0 +1,126 @@
+package crilog
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestGateHolds: the attach side may run window bytes ahead of the pump,
+// then waits until the pump has caught up below the window.
+func TestGateHolds(t *testing.T) {
+	g := NewGate(100, time.Hour)
+	g.Attach(time.Time{})
+	ctx := context.Background()
+	if err := g.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g.Add(Stdout, 60)
+	g.Add(Stderr, 40) // 100 ahead: the next read waits
+	passed := make(chan error, 1)
+	go func() { passed <- g.Wait(ctx) }()
+	select {
+	case err := <-passed:
+		t.Fatalf("Wait returned %v with the pump 100 bytes behind a window of 100", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if out, errs := g.Behind(); !out || !errs {
+		t.Errorf("Behind() = %v, %v; want both", out, errs)
+	}
+	g.Pumped(Stdout, time.Now(), 60)
+	if err := <-passed; err != nil {
+		t.Fatal(err)
+	}
+	if out, errs := g.Behind(); out || !errs {
+		t.Errorf("Behind() = %v, %v after stdout caught up; want false, true", out, errs)
+	}
+}
+
+// TestGateFrom: what the engine stamped before a later attach does not
+// count against it.
+func TestGateFrom(t *testing.T) {
+	g := NewGate(10, time.Hour)
+	from := time.Now()
+	g.Attach(from)
+	g.Add(Stdout, 10)
+	g.Pumped(Stdout, from.Add(-time.Millisecond), 10)
+	if out, _ := g.Behind(); !out {
+		t.Fatal("output stamped before the attach counted")
+	}
+	g.Pumped(Stdout, from, 10)
+	if out, _ := g.Behind(); out {
+		t.Fatal("output stamped at the attach did not count")
+	}
+}
+
+// TestGateStall: a pump that makes no progress at all holds the container
+// only for the stall time, and the stall is counted.
+func TestGateStall(t *testing.T) {
+	g := NewGate(10, 50*time.Millisecond)
+	g.Attach(time.Time{})
+	g.Add(Stdout, 10)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := g.Wait(ctx); err != nil {
+		t.Fatalf("Wait with a stalled pump: %v", err)
+	}
+	if d := time.Since(start); d < 50*time.Millisecond {
+		t.Errorf("Wait returned after %v, before the stall time", d)
+	}
+	if g.Stalls() != 1 {
+		t.Errorf("Stalls() = %d, want 1", g.Stalls())
+	}
+}
+
+// TestGateCancel: a waiting read ends with its context.
+func TestGateCancel(t *testing.T) {
+	g := NewGate(1, time.Hour)
+	g.Attach(time.Time{})
+	g.Add(Stdout, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Wait(ctx) }()
+	cancel()
+	if err := <-done; err != context.Canceled {
+		t.Fatalf("Wait = %v, want context.Canceled", err)
+	}
+}
+
+// TestResume: a stream with output pending resumes at its own mark; one
+// without, no earlier than the floor before the latest mark.
+func TestResume(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	pos := Position{Stdout: Mark{Time: t0.Add(time.Second), Seen: 1}, Stderr: Mark{Time: t0, Seen: 1}}
+	if got := Resume(pos, false, true); !got.Equal(t0) {
+		t.Errorf("stderr pending: since %v, want its mark %v", got, t0)
+	}
+	if got, want := Resume(pos, true, false), t0.Add(time.Second-resumeFloor); !got.Equal(want) {
+		t.Errorf("stderr quiet: since %v, want %v", got, want)
+	}
+}
+
+// TestLastPosition: per stream, the last record's time and how many of
+// that stream's records share it (the pieces of one split line).
+func TestLastPosition(t *testing.T) {
+	w := newWriter(t)
+	t1, t2, t3 := time.Unix(1, 0), time.Unix(2, 0), time.Unix(3, 0)
+	for _, r := range []struct {
+		ts      time.Time
+		s       Stream
+		partial bool
+		b       string
+	}{{t1, Stdout, false, "a\n"}, {t3, Stdout, true, "b1"}, {t2, Stderr, false, "e\n"}, {t3, Stdout, true, "b2"}, {t3, Stdout, false, "b3\n"}} {
+		if err := w.WriteRecord(r.ts, r.s, r.partial, []byte(r.b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pos, err := LastPosition(w.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Position{Stdout: Mark{Time: t3, Seen: 3}, Stderr: Mark{Time: t2, Seen: 1}}
+	if !pos.Stdout.Time.Equal(want.Stdout.Time) || pos.Stdout.Seen != 3 || !pos.Stderr.Time.Equal(t2) || pos.Stderr.Seen != 1 {
+		t.Fatalf("LastPosition = %+v, want %+v", pos, want)
+	}
+}
