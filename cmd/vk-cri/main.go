@@ -131,11 +131,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(o.stateDir, 0o755); err != nil {
-		return err
-	}
 	stateDir, err := filepath.Abs(o.stateDir)
 	if err != nil {
+		return err
+	}
+	if err := vk.PrepareStateDir(stateDir); err != nil {
 		return err
 	}
 
