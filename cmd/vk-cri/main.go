@@ -93,7 +93,7 @@ func run() error {
 	fs.Int64Var(&o.pods, "pods", 110, "pod capacity of the node")
 	fs.StringVar(&o.taints, "taint", defaultTaint, "taints of the node, key[=value]:effect, comma-separated (\"\" for none)")
 	fs.StringVar(&o.listenAddress, "listen-address", ":10250", "address of the kubelet API (logs, exec, attach, port-forward). With --anonymous-auth and --authorization-mode=AlwaysAllow it is served on 127.0.0.1 only")
-	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/vk-cri", "folder for the pods' volume files, logs and the serving certificate")
+	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/vk-cri", "folder for the pods' volume files, logs and the serving certificate (made 0750 and closed to other users: it holds the pods' secrets)")
 	fs.StringVar(&o.nodeIP, "node-ip", "", "the node's InternalIP (default: the address that reaches the API server)")
 	fs.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate of the kubelet API (default: self-signed, kept in the state dir)")
 	fs.StringVar(&o.tlsKey, "tls-private-key-file", "", "key of --tls-cert-file")
@@ -131,11 +131,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(o.stateDir, 0o755); err != nil {
-		return err
-	}
 	stateDir, err := filepath.Abs(o.stateDir)
 	if err != nil {
+		return err
+	}
+	if err := vk.PrepareStateDir(stateDir); err != nil {
 		return err
 	}
 

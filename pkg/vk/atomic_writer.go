@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -49,15 +50,21 @@ func checkPayloadPath(p string) error {
 }
 
 // writeAtomic makes dir hold exactly files (relative path → content) in
-// the layout above. Nothing is written when the content and modes are
-// unchanged, so calling it every pod sync is cheap.
-func writeAtomic(dir string, files map[string]file) error {
+// the layout above. Nothing is written when the content, modes and owners
+// are unchanged, so calling it every pod sync is cheap. With fsGroup, the
+// folders get that group and r-x for it, setgid, as kubelet's
+// SetVolumeOwnership makes them (volumes_ownership.go; files carry their
+// own).
+func writeAtomic(dir string, files map[string]file, fsGroup *int64) error {
 	for p := range files {
 		if err := checkPayloadPath(p); err != nil {
 			return err
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := ownDir(dir, 0, fsGroup); err != nil {
 		return err
 	}
 	dataLink := filepath.Join(dir, dataDirName)
@@ -69,13 +76,17 @@ func writeAtomic(dir string, files map[string]file) error {
 	if err != nil {
 		return err
 	}
-	if err := writePayload(ts, files); err != nil {
+	if err := writePayload(ts, files, fsGroup); err != nil {
 		_ = os.RemoveAll(ts)
 		return err
 	}
 	tmpLink := filepath.Join(dir, newDataDirName)
 	_ = os.Remove(tmpLink)
 	if err := os.Symlink(filepath.Base(ts), tmpLink); err != nil {
+		_ = os.RemoveAll(ts)
+		return err
+	}
+	if err := lchownGroup(tmpLink, fsGroup); err != nil {
 		_ = os.RemoveAll(ts)
 		return err
 	}
@@ -105,6 +116,9 @@ func writeAtomic(dir string, files map[string]file) error {
 		if err := os.Symlink(want, link); err != nil {
 			return err
 		}
+		if err := lchownGroup(link, fsGroup); err != nil {
+			return err
+		}
 	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -128,19 +142,30 @@ func writeAtomic(dir string, files map[string]file) error {
 	return nil
 }
 
-// writePayload writes files under a new folder, with their modes exactly
-// (whatever the umask).
-func writePayload(dir string, files map[string]file) error {
-	if err := os.Chmod(dir, 0o755); err != nil {
+// writePayload writes files under a new folder, with their modes and
+// owners exactly (whatever the umask).
+func writePayload(dir string, files map[string]file, fsGroup *int64) error {
+	if err := ownDir(dir, 0o755, fsGroup); err != nil {
 		return err
 	}
 	for p, f := range files {
 		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return err
+		for sub := filepath.Dir(p); sub != "."; sub = filepath.Dir(sub) {
+			if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+				return err
+			}
+			if err := ownDir(filepath.Join(dir, sub), 0o755, fsGroup); err != nil {
+				return err
+			}
 		}
 		if err := os.WriteFile(full, f.data, f.mode); err != nil {
 			return err
+		}
+		// The owner first: a chown may clear mode bits.
+		if f.uid != nil || f.gid != nil {
+			if err := os.Lchown(full, idOr(f.uid), idOr(f.gid)); err != nil {
+				return err
+			}
 		}
 		if err := os.Chmod(full, f.mode); err != nil {
 			return err
@@ -149,7 +174,47 @@ func writePayload(dir string, files map[string]file) error {
 	return nil
 }
 
-// sameContent reports whether the folder data holds exactly files.
+func idOr(id *int64) int {
+	if id == nil {
+		return -1
+	}
+	return int(*id)
+}
+
+// ownDir gives folder p mode perm (0: keep its own) and, with fsGroup,
+// that group with r-x and setgid for it. It changes nothing already so.
+func ownDir(p string, perm os.FileMode, fsGroup *int64) error {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return err
+	}
+	mode := fi.Mode() & (os.ModePerm | os.ModeSetgid | os.ModeSticky)
+	if perm != 0 {
+		mode = perm
+	}
+	if fsGroup != nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int64(st.Gid) != *fsGroup {
+			if err := os.Lchown(p, -1, int(*fsGroup)); err != nil {
+				return err
+			}
+		}
+		mode |= fsGroupDirBits
+	}
+	if mode != fi.Mode()&(os.ModePerm|os.ModeSetgid|os.ModeSticky) {
+		return os.Chmod(p, mode)
+	}
+	return nil
+}
+
+func lchownGroup(p string, fsGroup *int64) error {
+	if fsGroup == nil {
+		return nil
+	}
+	return os.Lchown(p, -1, int(*fsGroup))
+}
+
+// sameContent reports whether the folder data holds exactly files, with
+// their modes and owners.
 func sameContent(data string, files map[string]file) bool {
 	n := 0
 	err := filepath.WalkDir(data+"/", func(p string, d os.DirEntry, err error) error {
@@ -167,6 +232,10 @@ func sameContent(data string, files map[string]file) bool {
 		fi, err := d.Info()
 		if err != nil || fi.Mode().Perm() != f.mode.Perm() {
 			return errors.New("mode")
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok ||
+			(f.uid != nil && int64(st.Uid) != *f.uid) || (f.gid != nil && int64(st.Gid) != *f.gid) {
+			return errors.New("owner")
 		}
 		b, err := os.ReadFile(p)
 		if err != nil || !bytes.Equal(b, f.data) {

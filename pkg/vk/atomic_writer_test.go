@@ -31,7 +31,7 @@ func TestWriteAtomicReaders(t *testing.T) {
 		v := []byte(strings.Repeat(string(rune('a'+i%26)), 100))
 		return map[string]file{"x": {data: v, mode: 0o644}, "sub/y": {data: v, mode: 0o644}}
 	}
-	if err := writeAtomic(dir, gen(0)); err != nil {
+	if err := writeAtomic(dir, gen(0), nil); err != nil {
 		t.Fatal(err)
 	}
 	var stop atomic.Bool
@@ -59,7 +59,7 @@ func TestWriteAtomicReaders(t *testing.T) {
 		})
 	}
 	for i := 1; i < 200; i++ {
-		if err := writeAtomic(dir, gen(i)); err != nil {
+		if err := writeAtomic(dir, gen(i), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -91,7 +91,7 @@ func TestWriteAtomicReplacesForeignEntries(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "x"), []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeAtomic(dir, map[string]file{"x": {data: []byte("new"), mode: 0o644}, "sub/y": {data: []byte("y"), mode: 0o600}}); err != nil {
+	if err := writeAtomic(dir, map[string]file{"x": {data: []byte("new"), mode: 0o644}, "sub/y": {data: []byte("y"), mode: 0o600}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if readVol(t, dir, "x") != "new" || readVol(t, dir, "sub/y") != "y" {
@@ -105,7 +105,7 @@ func TestWriteAtomicReplacesForeignEntries(t *testing.T) {
 	}
 	// A mode change alone is a change.
 	before, _ := os.Readlink(filepath.Join(dir, dataDirName))
-	if err := writeAtomic(dir, map[string]file{"x": {data: []byte("new"), mode: 0o600}, "sub/y": {data: []byte("y"), mode: 0o600}}); err != nil {
+	if err := writeAtomic(dir, map[string]file{"x": {data: []byte("new"), mode: 0o600}, "sub/y": {data: []byte("y"), mode: 0o600}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	after, _ := os.Readlink(filepath.Join(dir, dataDirName))

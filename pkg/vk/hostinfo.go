@@ -29,6 +29,10 @@ type hostInfo struct {
 	fromRuntime   bool
 	architecture  string
 	operatingSyst string
+	// stagesMounts: the runtime copies host-path mounts to its engine's
+	// host (cri-compose's "stageMounts" info, a remote engine), so the
+	// volumes' files are written there too.
+	stagesMounts bool
 }
 
 func readHostInfo(stateDir string, statusInfo map[string]string) hostInfo {
@@ -58,6 +62,9 @@ func readHostInfo(stateDir string, statusInfo map[string]string) hostInfo {
 		}
 		if n, ok := info["memTotal"].(float64); ok && n > 0 {
 			h.memoryBytes, h.fromRuntime = int64(n), true
+		}
+		if b, ok := info["stageMounts"].(bool); ok && b {
+			h.stagesMounts = true
 		}
 	}
 	return h

@@ -61,6 +61,11 @@ func (p *Provider) ConfigureNode(ctx context.Context, n *v1.Node, nc NodeConfig)
 	if !h.fromRuntime {
 		klog.InfoS("The runtime reports no CPUs or memory; the node's capacity is this host's", "cpus", h.cpus, "memory", h.memoryBytes)
 	}
+	if h.stagesMounts {
+		// Here they are on tmpfs still; there they are in the engine's
+		// volumes (docs/operations.md, "Secrets on a remote engine").
+		klog.InfoS("The runtime copies pods' volumes to its engine's host: secret, projected and downwardAPI files are written to disk there, in the engine's volumes, for as long as the pod's sandbox lives, not kept in memory as on this host")
+	}
 	if n.Labels == nil {
 		n.Labels = map[string]string{}
 	}

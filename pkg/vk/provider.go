@@ -58,6 +58,9 @@ type Provider struct {
 	clock   clock.WithTicker
 	backoff *backoff
 	objects objectSource
+	// mem mounts the tmpfs of secret, projected and downwardAPI volumes
+	// (volumes_memory.go).
+	mem *memoryMedium
 	// runtimeName prefixes container ids (cri-compose://<id>), from the
 	// runtime's Version.
 	runtimeName    string
@@ -106,6 +109,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		cfg: cfg, rt: cfg.Runtime, clock: cfg.Clock,
 		backoff:        newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		objects:        newAPIObjects(cfg),
+		mem:            &memoryMedium{},
 		runtimeName:    v.GetRuntimeName(),
 		runtimeVersion: v.GetRuntimeVersion(),
 		workers:        map[types.UID]*podWorker{},
@@ -138,7 +142,7 @@ func (p *Provider) Run(ctx context.Context) {
 	wg.Go(func() { p.watchEvents(ctx) })
 	wg.Go(func() { p.monitorRuntime(ctx) })
 	wg.Go(func() {
-		t := p.clock.NewTicker(time.Minute)
+		t := p.clock.NewTicker(orphanSweepPeriod)
 		defer t.Stop()
 		for {
 			select {
@@ -146,6 +150,7 @@ func (p *Provider) Run(ctx context.Context) {
 				return
 			case <-t.C():
 				p.backoff.gc()
+				p.cleanOrphanedPodDirs(ctx) // volumes_cleanup.go
 			}
 		}
 	})

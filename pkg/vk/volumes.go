@@ -17,7 +17,9 @@ import (
 // A pod's files live under <state-dir>/pods/<uid>/: volumes/<plugin>/<name>
 // for its volumes, containers/<name>/ for termination-message files.
 // The runtime bind-mounts them, so the runtime must run on the same host
-// (or see the same state dir at the same path).
+// (or see the same state dir at the same path). The pod's folders are
+// closed to other users (0750, as kubelet's pods/<uid> and its volumes
+// folders are): its volumes hold its secrets and tokens.
 
 func podDir(stateDir string, uid types.UID) string {
 	return filepath.Join(stateDir, "pods", string(uid))
@@ -31,10 +33,12 @@ type volume struct {
 	readOnly bool
 }
 
-// file is one file of a configMap, secret or downwardAPI volume.
+// file is one file of a configMap, secret, downwardAPI or projected
+// volume: its content, its mode and, when set, its owner and group.
 type file struct {
-	data []byte
-	mode os.FileMode
+	data     []byte
+	mode     os.FileMode
+	uid, gid *int64
 }
 
 // objectSource reads the configMaps and secrets volumes and env refer to.
@@ -48,13 +52,20 @@ type objectSource interface {
 var errNotFound = errors.New("not found")
 
 // setUpVolumes materialises every volume of pod under dir (its podDir) and
-// returns them by name. It is idempotent: a second call rewrites the
-// configMap, secret and downwardAPI files only when their content changed.
-func setUpVolumes(dir string, pod *v1.Pod, src objectSource) (map[string]volume, error) {
+// returns them by name; mem mounts the tmpfs of secret, projected and
+// downwardAPI volumes (nil: kept on disk). It is idempotent: a second call
+// rewrites the configMap, secret and downwardAPI files only when their
+// content changed.
+func setUpVolumes(dir string, pod *v1.Pod, src objectSource, mem *memoryMedium) (map[string]volume, error) {
+	for _, p := range []string{dir, filepath.Join(dir, "volumes")} {
+		if err := closedDir(p, privateDirPerm); err != nil {
+			return nil, err
+		}
+	}
 	vols := make(map[string]volume, len(pod.Spec.Volumes))
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
-		vol, err := setUpVolume(dir, pod, v, src)
+		vol, err := setUpVolume(dir, pod, v, src, mem)
 		if err != nil {
 			return nil, fmt.Errorf("volume %q: %w", v.Name, err)
 		}
@@ -63,14 +74,49 @@ func setUpVolumes(dir string, pod *v1.Pod, src objectSource) (map[string]volume,
 	return vols, nil
 }
 
-func setUpVolume(dir string, pod *v1.Pod, v *v1.Volume, src objectSource) (volume, error) {
-	path := func(plugin string) string { return filepath.Join(dir, "volumes", plugin, v.Name) }
+func setUpVolume(dir string, pod *v1.Pod, v *v1.Volume, src objectSource, mem *memoryMedium) (volume, error) {
+	path := func(plugin string) (string, error) {
+		p := filepath.Join(dir, "volumes", plugin)
+		return filepath.Join(p, v.Name), closedDir(p, privateDirPerm)
+	}
+	fsGroup := podFSGroup(pod)
+	// A volume of files written by vk-cri: on disk (configMap, as kubelet
+	// keeps it) or on its own tmpfs (the others).
+	files := func(plugin string, inMemory bool, fs map[string]file, err error) (volume, error) {
+		if err != nil {
+			return volume{}, err
+		}
+		p, err := path(plugin)
+		if err != nil {
+			return volume{}, err
+		}
+		if inMemory {
+			onTmpfs, err := mem.setUp(p)
+			if err != nil {
+				return volume{}, err
+			}
+			if !onTmpfs {
+				// On disk: the folder that holds such volumes is
+				// root's alone.
+				if err := closedDir(filepath.Dir(p), 0o700); err != nil {
+					return volume{}, err
+				}
+			}
+		}
+		return volume{hostPath: p, readOnly: true}, writeAtomic(p, withFSGroup(fs, fsGroup), fsGroup)
+	}
 	switch {
 	case v.EmptyDir != nil && v.EmptyDir.Medium == v1.StorageMediumMemory:
-		p := path("empty-dir")
+		p, err := path("empty-dir")
+		if err != nil {
+			return volume{}, err
+		}
 		return volume{hostPath: p}, setUpMemoryDir(p, pod, v.EmptyDir, allocatableOf(src))
 	case v.EmptyDir != nil:
-		p := path("empty-dir")
+		p, err := path("empty-dir")
+		if err != nil {
+			return volume{}, err
+		}
 		if err := os.MkdirAll(p, 0o777); err != nil {
 			return volume{}, err
 		}
@@ -78,33 +124,17 @@ func setUpVolume(dir string, pod *v1.Pod, v *v1.Volume, src objectSource) (volum
 	case v.HostPath != nil:
 		return volume{hostPath: v.HostPath.Path}, checkHostPath(v.HostPath)
 	case v.ConfigMap != nil:
-		files, err := configMapFiles(pod.Namespace, v.ConfigMap, src)
-		if err != nil {
-			return volume{}, err
-		}
-		p := path("configmap")
-		return volume{hostPath: p, readOnly: true}, writeAtomic(p, files)
+		fs, err := configMapFiles(pod.Namespace, v.ConfigMap, src)
+		return files("configmap", false, fs, err)
 	case v.Secret != nil:
-		files, err := secretFiles(pod.Namespace, v.Secret, src)
-		if err != nil {
-			return volume{}, err
-		}
-		p := path("secret")
-		return volume{hostPath: p, readOnly: true}, writeAtomic(p, files)
+		fs, err := secretFiles(pod.Namespace, v.Secret, src)
+		return files("secret", true, fs, err)
 	case v.DownwardAPI != nil:
-		files, err := downwardAPIFiles(pod, v.DownwardAPI, allocatableOf(src))
-		if err != nil {
-			return volume{}, err
-		}
-		p := path("downward-api")
-		return volume{hostPath: p, readOnly: true}, writeAtomic(p, files)
+		fs, err := downwardAPIFiles(pod, v.DownwardAPI, allocatableOf(src))
+		return files("downward-api", true, fs, err)
 	case v.Projected != nil:
-		files, err := projectedFiles(pod, v.Projected, src)
-		if err != nil {
-			return volume{}, err
-		}
-		p := path("projected")
-		return volume{hostPath: p, readOnly: true}, writeAtomic(p, files)
+		fs, err := projectedFiles(pod, v.Projected, src)
+		return files("projected", true, fs, err)
 	}
 	// Claims and CSI need an attach/mount path (a CSI node plugin, the
 	// attach-detach controller's view of this node) that a virtual node
@@ -346,12 +376,11 @@ func checkHostPath(h *v1.HostPathVolumeSource) error {
 	return nil
 }
 
-// removePodDir deletes what setUpVolumes and the workers wrote for a pod.
-// Only memory emptyDirs are mounted on the host itself (the runtime's bind
-// mounts end with the containers): they are unmounted first; a busy mount
-// point (EBUSY) is reported.
+// removePodDir deletes what setUpVolumes and the workers wrote for a pod:
+// the tmpfs of its volumes (and anything else mounted below) are
+// unmounted first; a mount point still busy (EBUSY) is reported.
 func removePodDir(dir string) error {
-	if err := unmountMemoryDirs(dir); err != nil {
+	if err := unmountAll(dir); err != nil {
 		return err
 	}
 	err := os.RemoveAll(dir)

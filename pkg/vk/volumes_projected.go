@@ -66,12 +66,9 @@ func projectedFiles(pod *v1.Pod, s *v1.ProjectedVolumeSource, src objectSource) 
 			if !ok {
 				return nil, fmt.Errorf("serviceAccountToken projection: no token source")
 			}
-			// kubelet makes the token 0600 when fsGroup or fsUser
-			// will chown it; vk-cri does not chown volume files, so
-			// the volume's defaultMode stands.
 			var tok []byte
 			if tok, err = ts.serviceAccountToken(pod, ps.ServiceAccountToken); err == nil {
-				fs = map[string]file{ps.ServiceAccountToken.Path: {data: tok, mode: fileMode(nil, s.DefaultMode, 0o644)}}
+				fs = map[string]file{ps.ServiceAccountToken.Path: tokenFile(pod, tok, s.DefaultMode)}
 			}
 		case ps.ClusterTrustBundle != nil:
 			err = fmt.Errorf("clusterTrustBundle projection is not supported by vk-cri")

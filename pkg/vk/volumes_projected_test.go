@@ -71,7 +71,7 @@ func TestProjectedVolume(t *testing.T) {
 			}},
 		},
 	}
-	vols, err := setUpVolumes(t.TempDir(), pod, src)
+	vols, err := setUpVolumes(t.TempDir(), pod, src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,16 +105,16 @@ func TestProjectedVolume(t *testing.T) {
 	// sources giving one path too.
 	bad := pod.DeepCopy()
 	bad.Spec.Volumes[0].Projected.Sources[0].ConfigMap.Items[0].Key = "nope"
-	if _, err := setUpVolumes(t.TempDir(), bad, src); err == nil || !strings.Contains(err.Error(), `key "nope"`) {
+	if _, err := setUpVolumes(t.TempDir(), bad, src, nil); err == nil || !strings.Contains(err.Error(), `key "nope"`) {
 		t.Errorf("missing key: %v", err)
 	}
 	bad = pod.DeepCopy()
 	bad.Spec.Volumes[1].Projected.Sources[1].ConfigMap.Items[0].Path = "token"
-	if _, err := setUpVolumes(t.TempDir(), bad, src); err == nil || !strings.Contains(err.Error(), "two sources") {
+	if _, err := setUpVolumes(t.TempDir(), bad, src, nil); err == nil || !strings.Contains(err.Error(), "two sources") {
 		t.Errorf("duplicate path: %v", err)
 	}
 	// Without a token source (no API client) the token cannot be made.
-	if _, err := setUpVolumes(t.TempDir(), pod, src.fakeObjects); err == nil {
+	if _, err := setUpVolumes(t.TempDir(), pod, src.fakeObjects, nil); err == nil {
 		t.Error("token without a token source")
 	}
 }

@@ -21,7 +21,7 @@ func readVol(t *testing.T, dir, name string) string {
 
 func TestWriteAtomic(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "vol")
-	if err := writeAtomic(dir, map[string]file{"a": {data: []byte("1"), mode: 0o644}, "sub/b": {data: []byte("2"), mode: 0o400}}); err != nil {
+	if err := writeAtomic(dir, map[string]file{"a": {data: []byte("1"), mode: 0o644}, "sub/b": {data: []byte("2"), mode: 0o400}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if readVol(t, dir, "a") != "1" || readVol(t, dir, "sub/b") != "2" {
@@ -36,14 +36,14 @@ func TestWriteAtomic(t *testing.T) {
 	}
 	data1, _ := os.Readlink(filepath.Join(dir, "..data"))
 	// Same content: nothing rewritten.
-	if err := writeAtomic(dir, map[string]file{"a": {data: []byte("1"), mode: 0o644}, "sub/b": {data: []byte("2"), mode: 0o400}}); err != nil {
+	if err := writeAtomic(dir, map[string]file{"a": {data: []byte("1"), mode: 0o644}, "sub/b": {data: []byte("2"), mode: 0o400}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if data2, _ := os.Readlink(filepath.Join(dir, "..data")); data2 != data1 {
 		t.Error("unchanged content was rewritten")
 	}
 	// New content: switched at once, the gone key removed, the old data folder too.
-	if err := writeAtomic(dir, map[string]file{"a": {data: []byte("3"), mode: 0o644}}); err != nil {
+	if err := writeAtomic(dir, map[string]file{"a": {data: []byte("3"), mode: 0o644}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if readVol(t, dir, "a") != "3" {
@@ -55,7 +55,7 @@ func TestWriteAtomic(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, data1)); !os.IsNotExist(err) {
 		t.Error("old data folder still there")
 	}
-	if err := writeAtomic(dir, map[string]file{"../escape": {data: nil, mode: 0o644}}); err == nil {
+	if err := writeAtomic(dir, map[string]file{"../escape": {data: nil, mode: 0o644}}, nil); err == nil {
 		t.Error("path leaving the volume accepted")
 	}
 }
@@ -85,7 +85,7 @@ func TestSetUpVolumes(t *testing.T) {
 		}},
 	}
 	dir := t.TempDir()
-	vols, err := setUpVolumes(dir, pod, src)
+	vols, err := setUpVolumes(dir, pod, src, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestSetUpVolumes(t *testing.T) {
 	}
 
 	pod.Spec.Volumes = append(pod.Spec.Volumes, v1.Volume{Name: "missing", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "nope"}}}})
-	if _, err := setUpVolumes(dir, pod, src); err == nil || !strings.Contains(err.Error(), `volume "missing"`) {
+	if _, err := setUpVolumes(dir, pod, src, nil); err == nil || !strings.Contains(err.Error(), `volume "missing"`) {
 		t.Errorf("missing configMap: %v", err)
 	}
 }
@@ -141,7 +141,7 @@ func TestSetUpVolumesUnsupported(t *testing.T) {
 	} {
 		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
 			Spec: v1.PodSpec{Volumes: []v1.Volume{{Name: "v", VolumeSource: c.src}}}}
-		_, err := setUpVolumes(t.TempDir(), pod, &fakeObjects{})
+		_, err := setUpVolumes(t.TempDir(), pod, &fakeObjects{}, nil)
 		if err == nil || !strings.Contains(err.Error(), `volume "v": `+c.kind+" volumes are not supported") {
 			t.Errorf("%s: %v", c.kind, err)
 		}

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -73,39 +73,9 @@ func memoryDirSize(pod *v1.Pod, sizeLimit *resource.Quantity, alloc v1.ResourceL
 	return size
 }
 
-// isMountPoint tells whether p is the root of a mount (it sits on another
-// device than its parent).
+// isMountPoint tells whether p is the root of a mount, from
+// /proc/self/mountinfo (a bind mount of the same file system too, which a
+// comparison of devices would miss).
 func isMountPoint(p string) (bool, error) {
-	var st, parent unix.Stat_t
-	if err := unix.Lstat(p, &st); err != nil {
-		return false, err
-	}
-	if err := unix.Lstat(filepath.Dir(p), &parent); err != nil {
-		return false, err
-	}
-	return st.Dev != parent.Dev, nil
-}
-
-// unmountMemoryDirs unmounts the tmpfs volumes under a pod's folder, so
-// that it can be removed.
-func unmountMemoryDirs(dir string) error {
-	entries, err := os.ReadDir(filepath.Join(dir, "volumes", "empty-dir"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, e := range entries {
-		p := filepath.Join(dir, "volumes", "empty-dir", e.Name())
-		if mounted, err := isMountPoint(p); err == nil && mounted {
-			// Detached: a container still holding it does not keep the
-			// pod's folder from going.
-			if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
-				errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
-			}
-		}
-	}
-	return errors.Join(errs...)
+	return mountinfo.Mounted(p)
 }

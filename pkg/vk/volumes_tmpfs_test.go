@@ -61,7 +61,7 @@ func TestMemoryEmptyDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(p, unix.MNT_DETACH) })
-	vols, err := setUpVolumes(dir, pod, &fakeObjects{})
+	vols, err := setUpVolumes(dir, pod, &fakeObjects{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestMemoryEmptyDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A second pass keeps the mount and its content.
-	if _, err := setUpVolumes(dir, pod, &fakeObjects{}); err != nil {
+	if _, err := setUpVolumes(dir, pod, &fakeObjects{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(p, "f")); err != nil || string(b) != "x" {

@@ -480,7 +480,7 @@ func (w *podWorker) syncPod(ctx context.Context) (obs *observation, acted bool, 
 		}
 		return obs, true, nil
 	}
-	vols, err := setUpVolumes(podDir(w.p.cfg.StateDir, pod.UID), pod, w.p.objects)
+	vols, err := setUpVolumes(podDir(w.p.cfg.StateDir, pod.UID), pod, w.p.objects, w.p.mem)
 	if err != nil {
 		w.waitAll(pod, reasonContainerCreating, err.Error())
 		w.wakeAfter(backoffInitial)
@@ -619,7 +619,7 @@ func (w *podWorker) runSandbox(ctx context.Context, obs *observation) error {
 			}
 		}
 	}
-	if _, err := setUpVolumes(podDir(w.p.cfg.StateDir, pod.UID), pod, w.p.objects); err != nil {
+	if _, err := setUpVolumes(podDir(w.p.cfg.StateDir, pod.UID), pod, w.p.objects, w.p.mem); err != nil {
 		w.waitAll(pod, reasonContainerCreating, err.Error())
 		w.p.backoff.failed(key, w.p.clock.Now())
 		w.wakeAfter(backoffInitial)
@@ -630,7 +630,7 @@ func (w *podWorker) runSandbox(ctx context.Context, obs *observation) error {
 		w.waitAll(pod, reasonContainerCreating, err.Error())
 		return nil
 	}
-	if err := os.MkdirAll(cfg.LogDirectory, 0o755); err != nil {
+	if err := os.MkdirAll(cfg.LogDirectory, privateDirPerm); err != nil {
 		return err
 	}
 	runtimeHandler, err := w.p.runtimeHandler(ctx, pod)
@@ -705,7 +705,7 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *v1.Container, ini
 		termFile := ""
 		if c.TerminationMessagePath != "" {
 			termFile = w.terminationFile(c.Name, attempt)
-			if err = os.MkdirAll(filepath.Dir(termFile), 0o755); err == nil {
+			if err = os.MkdirAll(filepath.Dir(termFile), privateDirPerm); err == nil {
 				err = os.WriteFile(termFile, nil, 0o666)
 			}
 		}
