@@ -11,6 +11,11 @@
 //     and cri-compose recovers by itself, with what changed meanwhile.
 //   - TestEngineRestart: a private Docker engine restarts under running
 //     pods, with and without live-restore (skipped unless root).
+//   - TestEngineSlow: every request reaches the engine 3 s late: RPCs keep
+//     their deadlines, lists answer from memory, nothing piles up, and
+//     everything works again when the latency goes.
+//   - TestLogDiskFull, TestStateDirFull: a pod's log directory, or the
+//     state dir, on a small tmpfs that fills (skipped unless root).
 //
 // `make test-fault` is the CI mode (about two minutes): the same tests with
 // a CPU hog beside them (load_test.go, -fault.cpu-hog), so that what they
