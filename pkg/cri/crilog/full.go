@@ -12,9 +12,9 @@ import (
 
 // A log file whose filesystem is full drops the records that do not fit,
 // counts them (Counters.DroppedLines), and writes again as soon as there is
-// room, as containerd's CRI plugin does. Holding them instead would stop
-// the container at its next write once the pump pushes back (or have the
-// pump read the engine's log again and again), so a full log disk would
+// room, as containerd's CRI plugin does. Holding them instead would hold
+// the container too, as the pump pushes back on a container whose output
+// it has not written (the attach gate, Gate), so a full log disk would
 // stop every workload on the node; and lines held until the disk has room
 // would fill it again at once. One log line says the file's filesystem is
 // full, one that it takes lines again and how many were dropped: never one
