@@ -86,7 +86,14 @@ func (s *Server) createContainer(ctx context.Context, r *runtime.CreateContainer
 		return "", err
 	}
 	if err := s.writeProject(sb.ID); err != nil {
-		return "", err
+		// A container its compose file does not name would be half-made
+		// (a full state dir): kubelet retries the whole call.
+		rctx := context.WithoutCancel(ctx)
+		if rerr := s.docker.ContainerRemove(rctx, id); rerr != nil && !dockerapi.IsNotFound(rerr) {
+			klog.ErrorS(rerr, "Cannot remove a container whose compose file could not be written", "container", id)
+		}
+		_ = s.store.refresh(rctx, id)
+		return "", fmt.Errorf("create container %q: %w", cfg.GetMetadata().GetName(), err)
 	}
 	return id, nil
 }

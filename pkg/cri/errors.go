@@ -3,6 +3,7 @@ package cri
 import (
 	"context"
 	"errors"
+	"syscall"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -50,6 +51,10 @@ func codeOf(err error) codes.Code {
 		return codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		return codes.Canceled
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		// The state dir's filesystem is full (the message names the
+		// file): kubelet retries, and the call works once there is room.
+		return codes.ResourceExhausted
 	}
 	switch dockerapi.KindOf(err) {
 	case dockerapi.KindNotFound:

@@ -15,6 +15,7 @@ import (
 //	cri_compose_log_pumps                        log pumps following an engine log stream
 //	cri_compose_log_pump_bytes_total{stream}     bytes of CRI log records written (stdout, stderr)
 //	cri_compose_log_pump_dropped_total           log writes that failed (the pump asks the engine again when it resumes)
+//	cri_compose_log_dropped_lines_total          log lines dropped because the log's filesystem was full (never written)
 //
 // The engine client has its own (dockerapi.Client.Collectors), and the gRPC
 // server's come from the middleware the program installs (pkg/metrics).
@@ -34,13 +35,16 @@ var (
 	logDroppedDesc = prometheus.NewDesc("cri_compose_log_pump_dropped_total",
 		"Log writes that did not reach the container's log file (failed write or closed file); "+
 			"the pump asks the engine for them again when it resumes.", nil, nil)
+	logDroppedLinesDesc = prometheus.NewDesc("cri_compose_log_dropped_lines_total",
+		"CRI log lines (records) dropped because the log file's filesystem was full or over quota; "+
+			"they are never written. Each container's log says once when it fills and once when it takes lines again.", nil, nil)
 )
 
 // runtimeCollector reads the store and the log pumps on every scrape.
 type runtimeCollector struct{ s *Server }
 
 func (c *runtimeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{podsDesc, containersDesc, logPumpsDesc, logBytesDesc, logDroppedDesc} {
+	for _, d := range []*prometheus.Desc{podsDesc, containersDesc, logPumpsDesc, logBytesDesc, logDroppedDesc, logDroppedLinesDesc} {
 		ch <- d
 	}
 }
@@ -72,6 +76,7 @@ func (c *runtimeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(logBytesDesc, prometheus.CounterValue, float64(l.counters.StdoutBytes.Load()), "stdout")
 	ch <- prometheus.MustNewConstMetric(logBytesDesc, prometheus.CounterValue, float64(l.counters.StderrBytes.Load()), "stderr")
 	ch <- prometheus.MustNewConstMetric(logDroppedDesc, prometheus.CounterValue, float64(l.counters.Dropped.Load()))
+	ch <- prometheus.MustNewConstMetric(logDroppedLinesDesc, prometheus.CounterValue, float64(l.counters.DroppedLines.Load()))
 }
 
 // stateLabel turns a CRI state name (SANDBOX_READY, CONTAINER_EXITED) into

@@ -3,6 +3,7 @@ package cri
 import (
 	"context"
 	"fmt"
+	"os"
 
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
@@ -39,7 +40,13 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 	spec.SetConfigHash()
 	projectFileMu.Lock()
 	creatingProjects[spec.Project] = true
+	_, serr := os.Stat(s.hostInfo().ProjectDir(spec.Project))
 	err = s.writeResolvConf(spec.Project, cfg) // the infra container mounts it
+	if err != nil && serr != nil {
+		// Nothing half-made (a full state dir), in a folder of its own,
+		// not an existing pod's.
+		_ = s.removeProject(spec.Project)
+	}
 	projectFileMu.Unlock()
 	defer func() {
 		projectFileMu.Lock()

@@ -69,7 +69,9 @@ type Server struct {
 	hostMu sync.RWMutex
 	host   sandbox.Host // facts about the engine's host, filled by prepare
 
-	prepMu   sync.Mutex
+	// prepMu, not a sync.Mutex: a caller waiting for another's prepare
+	// of a slow engine gives up at its deadline.
+	prepMu   ctxMutex
 	prepared bool
 
 	// started is when this server was made: files last changed before it
@@ -167,8 +169,10 @@ func (s *Server) Run(ctx context.Context) {
 
 // prepare makes the engine ready for pods, once per engine start.
 func (s *Server) prepare(ctx context.Context) error {
-	s.prepMu.Lock()
-	defer s.prepMu.Unlock()
+	if err := s.prepMu.lock(ctx); err != nil {
+		return err
+	}
+	defer s.prepMu.unlock()
 	if s.prepared {
 		return nil
 	}
@@ -215,10 +219,29 @@ func (s *Server) prepare(ctx context.Context) error {
 // unprepare forgets the engine's preparation (after it went away), so the
 // network and pause image are checked again when it comes back.
 func (s *Server) unprepare() {
-	s.prepMu.Lock()
+	_ = s.prepMu.lock(context.Background())
 	s.prepared = false
-	s.prepMu.Unlock()
+	s.prepMu.unlock()
 }
+
+// ctxMutex is a mutex whose lock gives up when the context ends. Its zero
+// value is unlocked.
+type ctxMutex struct {
+	once sync.Once
+	ch   chan struct{} // holds a token while locked
+}
+
+func (m *ctxMutex) lock(ctx context.Context) error {
+	m.once.Do(func() { m.ch = make(chan struct{}, 1) })
+	select {
+	case m.ch <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (m *ctxMutex) unlock() { <-m.ch }
 
 func (s *Server) hostInfo() sandbox.Host {
 	s.hostMu.RLock()

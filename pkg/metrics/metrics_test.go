@@ -83,6 +83,7 @@ func TestMetricsAfterPodLifecycle(t *testing.T) {
 	expectAtLeast(t, after, "cri_compose_log_pump_bytes_total", labels{"stream": "stdout"}, float64(len("hello from cri-compose")))
 	expectAtLeast(t, after, "cri_compose_log_pump_bytes_total", labels{"stream": "stderr"}, float64(len("to stderr")))
 	expectValue(t, after, "cri_compose_log_pump_dropped_total", nil, 0)
+	expectValue(t, after, "cri_compose_log_dropped_lines_total", nil, 0)
 	expectValue(t, after, "cri_compose_log_pumps", nil, 0)
 
 	if t.Failed() || testing.Verbose() {

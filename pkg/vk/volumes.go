@@ -67,11 +67,27 @@ func setUpVolumes(dir string, pod *v1.Pod, src objectSource, mem *memoryMedium) 
 		v := &pod.Spec.Volumes[i]
 		vol, err := setUpVolume(dir, pod, v, src, mem)
 		if err != nil {
-			return nil, fmt.Errorf("volume %q: %w", v.Name, err)
+			return nil, &volumeError{name: v.Name, err: err}
 		}
 		vols[v.Name] = vol
 	}
 	return vols, nil
+}
+
+// volumeError is a volume that could not be set up. The pod waits for it
+// in ContainerCreating, and an event says which and why in kubelet's words
+// (FailedMount, "MountVolume.SetUp failed for volume ...").
+type volumeError struct {
+	name string
+	err  error
+}
+
+func (e *volumeError) Error() string { return fmt.Sprintf("volume %q: %v", e.name, e.err) }
+func (e *volumeError) Unwrap() error { return e.err }
+
+// eventMessage is kubelet's FailedMount message for it.
+func (e *volumeError) eventMessage() string {
+	return fmt.Sprintf("MountVolume.SetUp failed for volume %q : %v", e.name, e.err)
 }
 
 func setUpVolume(dir string, pod *v1.Pod, v *v1.Volume, src objectSource, mem *memoryMedium) (volume, error) {

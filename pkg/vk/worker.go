@@ -32,6 +32,7 @@ const (
 	// made.
 	eventFailed                 = "Failed"
 	eventFailedCreatePodSandBox = "FailedCreatePodSandBox"
+	eventFailedMount            = "FailedMount"
 )
 
 // podWorker drives one pod's sandbox and containers toward its spec, one
@@ -482,7 +483,7 @@ func (w *podWorker) syncPod(ctx context.Context) (obs *observation, acted bool, 
 	}
 	vols, err := setUpVolumes(podDir(w.p.cfg.StateDir, pod.UID), pod, w.p.objects, w.p.mem)
 	if err != nil {
-		w.waitAll(pod, reasonContainerCreating, err.Error())
+		w.volumesFailed(pod, err)
 		w.wakeAfter(backoffInitial)
 		return obs, false, nil
 	}
@@ -590,6 +591,19 @@ type startEnv struct {
 	ips       podIPs
 }
 
+// volumesFailed: as kubelet, the pod's containers wait in
+// ContainerCreating, and a FailedMount event names the volume.
+func (w *podWorker) volumesFailed(pod *v1.Pod, err error) {
+	w.waitAll(pod, reasonContainerCreating, err.Error())
+	msg := err.Error()
+	var ve *volumeError
+	if errors.As(err, &ve) {
+		msg = ve.eventMessage()
+	}
+	klog.ErrorS(err, "Cannot set up the pod's volumes; will retry", "pod", klog.KObj(pod))
+	w.p.podEvent(pod, true, eventFailedMount, msg)
+}
+
 func (w *podWorker) waitAll(pod *v1.Pod, reason, msg string) {
 	for _, c := range pod.Spec.InitContainers {
 		w.waiting[c.Name] = &waiting{reason: reason, message: msg}
@@ -620,7 +634,7 @@ func (w *podWorker) runSandbox(ctx context.Context, obs *observation) error {
 		}
 	}
 	if _, err := setUpVolumes(podDir(w.p.cfg.StateDir, pod.UID), pod, w.p.objects, w.p.mem); err != nil {
-		w.waitAll(pod, reasonContainerCreating, err.Error())
+		w.volumesFailed(pod, err)
 		w.p.backoff.failed(key, w.p.clock.Now())
 		w.wakeAfter(backoffInitial)
 		return nil

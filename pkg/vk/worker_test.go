@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critesting "k8s.io/cri-api/pkg/apis/testing"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -229,6 +230,38 @@ func TestWorkerConfigError(t *testing.T) {
 	w.pass(context.Background())
 	if cs := containerStatus(e.last(t).Status, "a"); cs.State.Running == nil {
 		t.Fatalf("status after the key appeared: %+v", cs.State)
+	}
+}
+
+// TestWorkerVolumeFailed: a volume that cannot be set up keeps the pod
+// waiting in ContainerCreating with kubelet's FailedMount event naming it,
+// and the pod starts once it can be.
+func TestWorkerVolumeFailed(t *testing.T) {
+	e := newTestEnv(t)
+	rec := record.NewFakeRecorder(100)
+	e.p.recorder = rec
+	pod := testPod()
+	pod.Spec.InitContainers = nil
+	pod.Spec.Volumes = []v1.Volume{{Name: "settings", VolumeSource: v1.VolumeSource{
+		ConfigMap: &v1.ConfigMapVolumeSource{LocalObjectReference: v1.LocalObjectReference{Name: "later"}}}}}
+	w := newPodWorker(e.p, pod)
+	w.pass(context.Background())
+	if n := len(e.rt.Sandboxes); n != 0 {
+		t.Fatalf("%d sandboxes made before the volume could be set up", n)
+	}
+	if cs := containerStatus(e.last(t).Status, "a"); cs.State.Waiting == nil || cs.State.Waiting.Reason != reasonContainerCreating {
+		t.Fatalf("status %+v, want waiting in %s", cs.State, reasonContainerCreating)
+	}
+	want := `Warning FailedMount MountVolume.SetUp failed for volume "settings" : not found: configMap ns/later`
+	if evs := events(rec); !slices.Contains(evs, want) {
+		t.Errorf("events %q, want %q", evs, want)
+	}
+	e.p.objects.(*fakeObjects).configMaps["ns/later"] = &v1.ConfigMap{Data: map[string]string{"k": "v"}}
+	e.clock.Step(time.Minute)
+	w.pass(context.Background())
+	w.pass(context.Background())
+	if cs := containerStatus(e.last(t).Status, "a"); cs.State.Running == nil {
+		t.Fatalf("status once the volume can be set up: %+v", cs.State)
 	}
 }
 

@@ -13,9 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -24,6 +26,9 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -107,6 +112,7 @@ type Config struct {
 	NetworkSubnet string   // --network-subnet
 	Args          []string // more flags
 	NoReady       bool     // Start does not wait for RuntimeReady
+	Metrics       bool     // --metrics-address on a free loopback port (Metric)
 }
 
 // Daemon is one cri-compose process, restartable on the same socket and
@@ -206,6 +212,9 @@ func (d *Daemon) StartErr(env ...string) error {
 	}
 	if d.Cfg.NetworkSubnet != "" {
 		args = append(args, "--network-subnet", d.Cfg.NetworkSubnet)
+	}
+	if d.Cfg.Metrics {
+		args = append(args, "--metrics-address", "127.0.0.1:0")
 	}
 	cmd := exec.Command(bin, append(args, d.Cfg.Args...)...)
 	cmd.Env = append(os.Environ(), env...)
@@ -499,4 +508,45 @@ func removeNetwork(t testing.TB, c *dockerapi.Client, name string) {
 	if t != nil {
 		t.Logf("network %s left in the engine: %v", name, err)
 	}
+}
+
+// metricsURL is where the current run serves its metrics, from its log.
+var metricsURL = regexp.MustCompile(`"Serving metrics" url="([^"]+)"`)
+
+// Metrics scrapes the current run (Cfg.Metrics): the metric families by
+// name.
+func (d *Daemon) Metrics() (map[string]*dto.MetricFamily, error) {
+	m := metricsURL.FindStringSubmatch(d.Log())
+	if m == nil {
+		return nil, errors.New("cri-compose serves no metrics (Config.Metrics) or has not said where yet")
+	}
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(m[1])
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", m[1], resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(resp.Body)
+}
+
+// Metric is the sum of every series of one counter or gauge of the
+// current run.
+func (d *Daemon) Metric(name string) (float64, error) {
+	fams, err := d.Metrics()
+	if err != nil {
+		return 0, err
+	}
+	f, ok := fams[name]
+	if !ok {
+		return 0, fmt.Errorf("no metric %s", name)
+	}
+	v := 0.0
+	for _, m := range f.GetMetric() {
+		v += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+	}
+	return v, nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,8 +22,11 @@ import (
 // engineProxy forwards a unix socket to the engine's, and can be cut: the
 // engine is then unreachable for whoever uses the proxy (connection
 // refused, open connections reset), as when it stops or its host is away.
+// It can also delay what goes to the engine (setLatency): every request
+// then reaches it that much later, as with an engine that crawls.
 type engineProxy struct {
 	path, target string
+	latency      atomic.Int64 // ns added to what is sent to the engine
 
 	mu    sync.Mutex
 	l     net.Listener
@@ -82,7 +86,7 @@ func (p *engineProxy) forward(c net.Conn) {
 	p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 	p.mu.Unlock()
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
+	go func() { p.delayed(up, c); done <- struct{}{} }()
 	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
 	<-done
 	c.Close()
@@ -91,6 +95,42 @@ func (p *engineProxy) forward(c net.Conn) {
 	delete(p.conns, c)
 	delete(p.conns, up)
 	p.mu.Unlock()
+}
+
+// setLatency delays by d everything sent to the engine from now on.
+func (p *engineProxy) setLatency(d time.Duration) { p.latency.Store(int64(d)) }
+
+// delayed copies src to dst, each read reaching dst the latency after it
+// was read: a delay line, not a throttle (what is read meanwhile is not
+// held back further), and what was sent before the sender went still
+// arrives, as on a slow link.
+func (p *engineProxy) delayed(dst io.Writer, src io.Reader) {
+	type chunk struct {
+		b  []byte
+		at time.Time
+	}
+	chunks := make(chan chunk, 64)
+	go func() {
+		defer close(chunks)
+		for {
+			b := make([]byte, 32*1024)
+			n, err := src.Read(b)
+			if n > 0 {
+				chunks <- chunk{b[:n], time.Now().Add(time.Duration(p.latency.Load()))}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for ch := range chunks {
+		time.Sleep(time.Until(ch.at))
+		if _, err := dst.Write(ch.b); err != nil {
+			for range chunks { // until the reader sees its end
+			}
+			return
+		}
+	}
 }
 
 // cut stops listening (the socket file goes) and drops every connection.

@@ -11,12 +11,21 @@
 //     and cri-compose recovers by itself, with what changed meanwhile.
 //   - TestEngineRestart: a private Docker engine restarts under running
 //     pods, with and without live-restore (skipped unless root).
+//   - TestEngineSlow: every request reaches the engine 3 s late: RPCs keep
+//     their deadlines, lists answer from memory, nothing piles up, and
+//     everything works again when the latency goes.
+//   - TestLogDiskFull, TestStateDirFull: a pod's log directory, or the
+//     state dir, on a small tmpfs that fills (skipped unless root).
 //
-// `go test ./test/fault` is the CI mode (about a minute); nothing here
-// has a long mode.
+// `make test-fault` is the CI mode (about two minutes): the same tests with
+// a CPU hog beside them (load_test.go, -fault.cpu-hog), so that what they
+// check holds on a busy machine. `go test ./test/fault` runs them on a
+// quiet one. Nothing here has a long mode.
 package fault
 
 import (
+	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -32,7 +41,26 @@ import (
 	"github.com/cri-compose/cri-compose/test/daemon"
 )
 
-func TestMain(m *testing.M) { os.Exit(daemon.Main(m)) }
+func TestMain(m *testing.M) {
+	runHogIfChild() // load_test.go
+	flag.Parse()
+	max := *cpuHogMax
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, err := time.ParseDuration(f.Value.String()); err == nil && d > 0 && d < max {
+			max = d
+		}
+	}
+	stop, err := startCPUHog(*cpuHog, max)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := daemon.Main(m)
+	if s := stop(); s != "" {
+		fmt.Fprintln(os.Stderr, s)
+	}
+	os.Exit(code)
+}
 
 // crash sends the request that reaches the armed failpoint and checks that
 // it failed because cri-compose died there, by SIGKILL.

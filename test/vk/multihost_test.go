@@ -154,25 +154,7 @@ func loadImages(ctx context.Context, c *dockerapi.Client) error {
 
 // deletePods deletes the pods bound to the remote node and waits (bounded)
 // until its vk-cri has removed them, before it stops.
-func (h *remoteNode) deletePods() {
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	sel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + h.node}
-	pods, err := client.CoreV1().Pods("").List(ctx, sel)
-	if err != nil {
-		return
-	}
-	for _, p := range pods.Items {
-		_ = client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
-	}
-	for ctx.Err() == nil {
-		pods, err := client.CoreV1().Pods("").List(ctx, sel)
-		if err != nil || len(pods.Items) == 0 {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
+func (h *remoteNode) deletePods() { deleteNodePods(h.node) }
 
 // multiHostFaults: a web pod with configMap and secret volumes on each
 // node; the remote one reached by port-forward; the remote engine stopped

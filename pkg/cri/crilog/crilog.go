@@ -68,6 +68,7 @@ type Writer struct {
 	buf    []byte      // reused so one record becomes one write(2)
 
 	counters *Counters // metrics.go; nil: not counted
+	full     *fullDisk // full.go; nil: the last write had room
 }
 
 // OpenWriter opens (creating it and its directory if needed) the log file at
@@ -148,6 +149,7 @@ func (w *Writer) WriteRecord(ts time.Time, stream Stream, partial bool, content 
 		return fmt.Errorf("write log %s: %w", w.path, os.ErrClosed)
 	}
 	buf := w.buf[:0]
+	records := 0
 	for {
 		line, rest, more := bytes.Cut(content, []byte{'\n'})
 		unfinished := partial && !more
@@ -161,6 +163,7 @@ func (w *Writer) WriteRecord(ts time.Time, stream Stream, partial bool, content 
 					tag = tagPartial
 				}
 				buf = appendRecord(buf, ts, stream, tag, line[:n])
+				records++
 				line = line[n:]
 				if len(line) == 0 {
 					break
@@ -179,11 +182,20 @@ func (w *Writer) WriteRecord(ts time.Time, stream Stream, partial bool, content 
 	if len(buf) == 0 {
 		return nil
 	}
+	if w.full != nil && !w.hasRoom() { // full.go
+		w.dropForRoom(records, 0, nil)
+		return nil
+	}
 	n, err := w.f.Write(buf)
+	if isNoSpace(err) { // full.go: dropped and counted, not retried
+		w.dropForRoom(records, n, err)
+		return nil
+	}
 	w.counters.count(stream, n, err) // metrics.go
 	if err != nil {
 		return fmt.Errorf("write log %s: %w", w.path, err)
 	}
+	w.roomAgain()
 	return nil
 }
 

@@ -8,10 +8,15 @@ type Counters struct {
 	// StdoutBytes and StderrBytes are the bytes of CRI records written.
 	StdoutBytes, StderrBytes atomic.Uint64
 	// Dropped counts WriteRecord calls whose records did not reach the
-	// file (a failed write, or a closed writer). The engine keeps the
-	// output: a pump that resumes after the last written record asks for
-	// it again, so a drop is lost only if the pump never resumes.
+	// file (a write that failed but for want of room, or a closed
+	// writer). The engine keeps the output: a pump that resumes after the
+	// last written record asks for it again, so a drop is lost only if
+	// the pump never resumes.
 	Dropped atomic.Uint64
+	// DroppedLines counts the records (lines, or pieces of a long one)
+	// dropped because the log's filesystem was full (full.go): they are
+	// not written later.
+	DroppedLines atomic.Uint64
 }
 
 // CountInto makes w add what it writes and drops to c (nil: stop counting).
@@ -36,5 +41,12 @@ func (c *Counters) count(stream Stream, n int, err error) {
 	}
 	if err != nil {
 		c.Dropped.Add(1)
+	}
+}
+
+// dropLines counts n records dropped for want of room.
+func (c *Counters) dropLines(n int) {
+	if c != nil {
+		c.DroppedLines.Add(uint64(n))
 	}
 }
