@@ -285,7 +285,7 @@ func (l *logPumps) run(ctx context.Context, id string, w *crilog.Writer, tty boo
 		}
 		before := pos
 		out, errs := gate.Behind()
-		last, err := crilog.Pump(ctx, w, src, tty, pos, crilog.Resume(pos, out, errs), gate)
+		last, err := crilog.Pump(ctx, w, src, tty, pos, crilog.Resume(pos, out, errs, gate.Holding()), gate)
 		pos = last
 		if ctx.Err() != nil || dockerapi.IsNotFound(err) {
 			return
@@ -320,7 +320,7 @@ func (l *logPumps) run(ctx context.Context, id string, w *crilog.Writer, tty boo
 			// The attach stream ended: the container exited, or the
 			// holder gave up. One more fetch after the exit, then done.
 			if !running(ctx) {
-				if _, err := crilog.Pump(ctx, w, src, tty, pos, crilog.Resume(pos, true, true), gate); err == nil || ctx.Err() != nil {
+				if _, err := crilog.Pump(ctx, w, src, tty, pos, crilog.Resume(pos, true, true, true), gate); err == nil || ctx.Err() != nil {
 					return
 				}
 			}

@@ -446,7 +446,9 @@ func LastPosition(path string) (Position, error) {
 		switch {
 		case done[i]:
 		case m.Time.IsZero():
-			*m = Mark{Time: t, Seen: 1}
+			// The stream's last record: an unfinished line if tagged P.
+			open := bytes.HasPrefix(rest, []byte(string(stream)+" P"))
+			*m = Mark{Time: t, Seen: 1, Open: open}
 		case t.Equal(m.Time):
 			m.Seen++
 		default:

@@ -194,6 +194,14 @@ func (g *Gate) Add(s Stream, n int) {
 	g.poke()
 }
 
+// Holding reports whether the attach stream is held: the pump is window
+// bytes or more behind.
+func (g *Gate) Holding() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.ahead() >= g.window
+}
+
 // Stalls is how many times the gate let output through because the pump
 // made no progress for the stall time.
 func (g *Gate) Stalls() int {

@@ -79,6 +79,9 @@ func Pump(ctx context.Context, w *Writer, src Source, tty bool, from Position, s
 type Mark struct {
 	Time time.Time
 	Seen int
+	// Open: that message was a piece of a line the engine split, so the
+	// stream's next messages carry the same time however late they come.
+	Open bool
 }
 
 // Position is where a pump is in a container's log, per stream.
@@ -94,29 +97,26 @@ func (p *Position) mark(s Stream) *Mark {
 }
 
 // resumeFloor: a stream with nothing pending still resumes at most this
-// long before the other's mark, for output the attach count has not seen
-// yet but the engine stamped a little earlier.
+// long before the other's mark, for output the attach stream has not
+// counted yet but the engine stamped a little earlier.
 const resumeFloor = 50 * time.Millisecond
 
-// Resume is the since to fetch from after pos: a stream with output still
-// to come (pending) resumes at its own mark, for its next message is
-// stamped after that one; a stream with none, or with no mark yet, at most
-// resumeFloor before the latest mark.
-func Resume(pos Position, pendingOut, pendingErr bool) time.Time {
-	latest := pos.Stdout.Time
-	if pos.Stderr.Time.After(latest) {
-		latest = pos.Stderr.Time
-	}
+// Resume is the since to fetch from after pos. A stream with output still
+// to come (pending), or in the middle of a split line, resumes at its own
+// mark, for its next message is stamped after that one (or with it). A
+// stream with nothing pending resumes at most resumeFloor before the latest
+// mark, unless holding: while the gate holds the attach stream, output the
+// engine logged may not be counted yet, so no stream is taken for quiet.
+// A stream with no mark yet starts at the beginning.
+func Resume(pos Position, pendingOut, pendingErr, holding bool) time.Time {
+	latest := pos.Latest()
 	since := latest
 	for _, m := range []struct {
 		mark    Mark
 		pending bool
 	}{{pos.Stdout, pendingOut}, {pos.Stderr, pendingErr}} {
 		t := m.mark.Time
-		// A stream with no message yet is held to the floor too: its
-		// first was stamped after the output of the other stream that is
-		// in already, give or take the floor.
-		if (!m.pending || t.IsZero()) && t.Before(latest.Add(-resumeFloor)) {
+		if !holding && !m.pending && !m.mark.Open && t.Before(latest.Add(-resumeFloor)) {
 			t = latest.Add(-resumeFloor)
 		}
 		if t.Before(since) {
@@ -255,6 +255,7 @@ func (p *pump) piece(stream Stream, b []byte, first bool) error {
 	if err := p.w.WriteRecord(p.ts, stream, partial, b); err != nil {
 		return err
 	}
+	p.next.Open = partial
 	*p.last.mark(stream) = p.next
 	if p.gate != nil {
 		p.gate.Pumped(stream, p.ts, len(b))
