@@ -23,6 +23,7 @@ help:
 	@echo 'make test      start Docker if needed, install test tools, go vet, go test -race ./... (but test/fault)'
 	@echo 'make test-e2e  the end-to-end tests (test/e2e)'
 	@echo 'make test-fault  the fault tests (test/fault) with a CPU hog beside them (FAULT_CPU_HOG busy processes)'
+	@echo 'make test-logflood  a container writes 1 GiB at full speed; every line checked in its CRI log'
 	@echo 'make lint      gofmt and go vet'
 	@echo 'make fuzz      every fuzz target for FUZZTIME each (default 10s)'
 	@echo 'make churn     the churn test, CI mode (30 pods, leak and memory checks)'
@@ -85,6 +86,13 @@ test-e2e: ensure-docker ensure-tools
 	else \
 		echo 'test-e2e: no test/e2e yet, nothing to run'; \
 	fi
+
+# A container writes 1 GiB at full speed; every line is checked in its CRI
+# log (test/e2e TestLogFlood; not in `make test`, see README, Guarantees).
+FLOOD_BYTES ?= 1073741824
+.PHONY: test-logflood
+test-logflood: ensure-docker ensure-tools
+	$(GO) test -count=1 -timeout 20m -run 'TestLogFlood|TestLogLastLine' -v ./test/e2e/ -args -e2e.flood-bytes=$(FLOOD_BYTES)
 
 lint:
 	@files="$$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*')"; \

@@ -36,6 +36,7 @@ type Gate struct {
 	stalls   int           // times the gate gave up waiting (Stalls)
 	more     chan struct{} // a token when attached bytes came (More)
 	live     bool          // an attach stream is being read (Live)
+	heldAt   time.Time     // when Wait last held the attach stream
 }
 
 // NewGate returns a gate that lets the attach stream run at most window
@@ -154,6 +155,7 @@ func (g *Gate) Wait(ctx context.Context) error {
 		}
 		wake, pumped := g.wake, g.pumped
 		g.waiting++
+		g.heldAt = time.Now()
 		g.mu.Unlock()
 		if timer == nil {
 			timer = time.NewTimer(g.stall)
@@ -171,6 +173,7 @@ func (g *Gate) Wait(ctx context.Context) error {
 		}
 		g.mu.Lock()
 		g.waiting--
+		g.heldAt = time.Now()
 		if stalled && g.pumped == pumped {
 			// No progress for the whole stall: count again from here
 			// rather than hold the container.
@@ -194,12 +197,17 @@ func (g *Gate) Add(s Stream, n int) {
 	g.poke()
 }
 
-// Holding reports whether the attach stream is held: the pump is window
-// bytes or more behind.
+// holdMemory is how long after the gate last held the attach stream it
+// still counts as holding: bytes the engine queued for the attach stream
+// while it was held are read, and counted, only after.
+const holdMemory = 2 * time.Second
+
+// Holding reports whether the attach stream is held, or was lately: the
+// attach count may then lag what the engine has logged.
 func (g *Gate) Holding() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.ahead() >= g.window
+	return g.ahead() >= g.window || time.Since(g.heldAt) < holdMemory
 }
 
 // Stalls is how many times the gate let output through because the pump

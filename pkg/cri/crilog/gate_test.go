@@ -91,11 +91,11 @@ func TestGateCancel(t *testing.T) {
 // without, no earlier than the floor before the latest mark.
 func TestResume(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	pos := Position{Stdout: Mark{Time: t0.Add(time.Second), Seen: 1}, Stderr: Mark{Time: t0, Seen: 1}}
+	pos := Position{Stdout: Mark{Time: t0.Add(10 * time.Second), Seen: 1}, Stderr: Mark{Time: t0, Seen: 1}}
 	if got := Resume(pos, false, true, false); !got.Equal(t0) {
 		t.Errorf("stderr pending: since %v, want its mark %v", got, t0)
 	}
-	if got, want := Resume(pos, true, false, false), t0.Add(time.Second-resumeFloor); !got.Equal(want) {
+	if got, want := Resume(pos, true, false, false), t0.Add(10*time.Second-resumeFloor); !got.Equal(want) {
 		t.Errorf("stderr quiet: since %v, want %v", got, want)
 	}
 	if got := Resume(pos, true, false, true); !got.Equal(t0) {

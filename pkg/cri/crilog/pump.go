@@ -98,8 +98,10 @@ func (p *Position) mark(s Stream) *Mark {
 
 // resumeFloor: a stream with nothing pending still resumes at most this
 // long before the other's mark, for output the attach stream has not
-// counted yet but the engine stamped a little earlier.
-const resumeFloor = 50 * time.Millisecond
+// counted yet but the engine stamped earlier (the attach stream is read
+// freely then, but this server may be slow to run: 50 ms lost a line under
+// a loaded CI run).
+const resumeFloor = 2 * time.Second
 
 // Resume is the since to fetch from after pos. A stream with output still
 // to come (pending), or in the middle of a split line, resumes at its own
