@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,9 +112,18 @@ func sandboxes(t *testing.T, uid string) []*runtimeapi.PodSandbox {
 // sandboxesOf lists rt's sandboxes of the pod with uid.
 func sandboxesOf(t *testing.T, rt internalapi.RuntimeService, uid string) []*runtimeapi.PodSandbox {
 	t.Helper()
-	sbs, err := rt.ListPodSandbox(context.Background(), &runtimeapi.PodSandboxFilter{
-		LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid},
-	})
+	// A runtime just restarted answers Unavailable until it has read its
+	// pods from the engine again; kubelet retries it, and so does this.
+	var sbs []*runtimeapi.PodSandbox
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		sbs, err = rt.ListPodSandbox(context.Background(), &runtimeapi.PodSandboxFilter{
+			LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid},
+		})
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			break
+		}
+	}
 	if err != nil {
 		t.Fatalf("CRI ListPodSandbox: %v", err)
 	}
