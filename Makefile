@@ -118,7 +118,7 @@ bench-smoke: ensure-docker ensure-tools
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/bench -args $(BENCH_SMOKE_FLAGS) $(BENCH_FLAGS)
 
 # Pod start over ssh://, tcp+TLS and the local socket of one private engine
-# (test/remote, issue 6): the ratio is the cost of a remote endpoint.
+# (test/remote): the ratio is the cost of a remote endpoint.
 .PHONY: bench-remote
 bench-remote: ensure-docker ensure-tools
 	$(GO) test -run '^$$' -bench BenchmarkPodStart -benchtime 10x -timeout 20m ./test/remote
@@ -149,7 +149,7 @@ conformance: ensure-docker ensure-tools
 	$(GO) build -o bin/ ./cmd/cri-compose
 	$(GO) run ./test/conformance/run -go=$(GO) $(CONFORMANCE_FLAGS)
 
-# --- install (issue 8): `make install` puts bin/cri-compose (and bin/vk-cri
+# --- install: `make install` puts bin/cri-compose (and bin/vk-cri
 # when built) in $(BINDIR), the systemd units in $(UNITDIR), and the example
 # configs (/etc/cri-compose/config.yaml, /etc/vk-cri/vk-cri.env) and
 # /etc/crictl.yaml where none exist yet: an operator's files are never
@@ -243,7 +243,7 @@ demo: ensure-docker ensure-tools
 	cd test/vk && GOWORK=off $(GO) test -c -o $(CURDIR)/bin/vk-demo.test .
 	cd test/vk && exec $(CURDIR)/bin/vk-demo.test -test.run='^TestDemo$$' -test.timeout=0 -demo
 
-# --- hardening (issue 5): faults, churn, hostile input, access control.
+# --- hardening: faults, churn, hostile input, access control.
 # `make test-fault` runs test/fault (kill -9 at every failpoint, engine
 # away, slow or restarted, disks that fill) with FAULT_CPU_HOG busy-loop
 # processes beside it (one per CPU; the test binary itself, bounded by the

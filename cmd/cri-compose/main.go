@@ -29,7 +29,7 @@ import (
 type fileConfig struct {
 	Listen          string              `json:"listen" flag:"listen"`
 	SocketGroup     string              `json:"socketGroup" flag:"socket-group"`
-	ListenTCP       string              `json:"listenTCP" flag:"listen-tcp"` // mutual TLS only (issue 5)
+	ListenTCP       string              `json:"listenTCP" flag:"listen-tcp"` // mutual TLS only
 	TLSCertFile     string              `json:"tlsCertFile" flag:"tls-cert-file"`
 	TLSPrivateKey   string              `json:"tlsPrivateKeyFile" flag:"tls-private-key-file"`
 	ClientCAFile    string              `json:"clientCAFile" flag:"client-ca-file"`
@@ -43,7 +43,7 @@ type fileConfig struct {
 	StreamAddress   string              `json:"streamAddress" flag:"stream-address"` // exec/attach/port-forward server
 	MetricsAddress  string              `json:"metricsAddress" flag:"metrics-address"`
 	OTLPEndpoint    string              `json:"otlpEndpoint" flag:"otlp-endpoint"`
-	// Remote engines (issue 6): remote.go.
+	// Remote engines: remote.go.
 	DockerCertPath           string `json:"dockerCertPath" flag:"docker-cert-path"`
 	DockerAllowPlainTCP      bool   `json:"dockerAllowPlainTCP" flag:"docker-allow-plain-tcp"`
 	SSHKnownHosts            string `json:"sshKnownHosts" flag:"ssh-known-hosts"`
@@ -218,7 +218,7 @@ func mergeFile(fs *flag.FlagSet, path string, fc *fileConfig) error {
 	}
 	pick("listen", &fc.Listen, file.Listen)
 	pick("socket-group", &fc.SocketGroup, file.SocketGroup)
-	pick("listen-tcp", &fc.ListenTCP, file.ListenTCP) // issue 5
+	pick("listen-tcp", &fc.ListenTCP, file.ListenTCP)
 	pick("tls-cert-file", &fc.TLSCertFile, file.TLSCertFile)
 	pick("tls-private-key-file", &fc.TLSPrivateKey, file.TLSPrivateKey)
 	pick("client-ca-file", &fc.ClientCAFile, file.ClientCAFile)
@@ -228,9 +228,9 @@ func mergeFile(fs *flag.FlagSet, path string, fc *fileConfig) error {
 	pick("network-subnet", &fc.NetworkSubnet, file.NetworkSubnet)
 	pick("pod-infra-image", &fc.PodInfraImage, file.PodInfraImage)
 	pick("stream-address", &fc.StreamAddress, file.StreamAddress)
-	pick("metrics-address", &fc.MetricsAddress, file.MetricsAddress)  // issue 8
-	pick("otlp-endpoint", &fc.OTLPEndpoint, file.OTLPEndpoint)        // issue 8
-	pick("docker-cert-path", &fc.DockerCertPath, file.DockerCertPath) // issue 6
+	pick("metrics-address", &fc.MetricsAddress, file.MetricsAddress)
+	pick("otlp-endpoint", &fc.OTLPEndpoint, file.OTLPEndpoint)
+	pick("docker-cert-path", &fc.DockerCertPath, file.DockerCertPath)
 	pick("ssh-known-hosts", &fc.SSHKnownHosts, file.SSHKnownHosts)
 	pick("ssh-identity-file", &fc.SSHIdentityFile, file.SSHIdentityFile)
 	pick("stage-mounts", &fc.StageMounts, file.StageMounts)

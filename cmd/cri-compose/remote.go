@@ -7,8 +7,7 @@ import (
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 )
 
-// endpoint is how --docker-host is reached when it is tcp:// or ssh://
-// (issue 6).
+// endpoint is how --docker-host is reached when it is tcp:// or ssh://.
 func (fc *fileConfig) endpoint() dockerapi.Endpoint {
 	e := dockerapi.Endpoint{
 		CertPath:      fc.DockerCertPath,

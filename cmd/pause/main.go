@@ -4,7 +4,7 @@
 // namespace it is PID 1 there, so it also reaps the zombies of orphaned
 // processes whenever SIGCHLD arrives.
 //
-// With "-forward PORT" it is instead a port-forward relay (issue 6): run
+// With "-forward PORT" it is instead a port-forward relay: run
 // by an exec in the infra container, so in the pod's network namespace, it
 // connects to 127.0.0.1:PORT and copies stdin to the connection and the
 // connection to stdout. cri-compose forwards ports of pods on a remote

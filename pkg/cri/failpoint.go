@@ -1,6 +1,6 @@
 package cri
 
-// TEST-ONLY failpoints (issue 5; used by test/fault only).
+// TEST-ONLY failpoints (used by test/fault only).
 //
 // CRI_COMPOSE_FAILPOINT=<step>, read once at start, makes the process kill
 // itself with SIGKILL the first time it reaches <step>: a crash (or a

@@ -24,8 +24,8 @@ var capNames = []string{
 	"CAP_BLOCK_SUSPEND", "CAP_AUDIT_READ", "CAP_PERFMON", "CAP_BPF", "CAP_CHECKPOINT_RESTORE",
 }
 
-// hostFacts gathers what the mapping must respect about the engine's host
-// (shared/notes/machine.md): its capability bounding set, whether
+// hostFacts gathers what the mapping must respect about the engine's host:
+// its capability bounding set, whether
 // privileged really works, and AppArmor. The bounding set is read here only
 // when the engine is local; for a remote engine nothing is clamped.
 func hostFacts(info system.Info, local bool) sandbox.Host {

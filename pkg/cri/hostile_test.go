@@ -1,6 +1,6 @@
 package cri_test
 
-// Path traversal and label injection through the real server (issue 5):
+// Path traversal and label injection through the real server:
 // names, labels and paths from requests never make the server write
 // outside its state dir or the pod's log directory, and never override
 // the labels that say where it writes. pkg/sandbox's fuzz targets cover

@@ -15,7 +15,7 @@ import (
 )
 
 // portForwardEngine connects one forwarded connection to port of the pod
-// through the engine, for an engine on another host (issue 6), where the
+// through the engine, for an engine on another host, where the
 // pod network cannot be dialled from here: an exec of the pause binary's
 // relay mode ("/pause -forward PORT") in the infra container, which shares
 // the pod's network namespace, carries the bytes over the exec's stdin

@@ -27,7 +27,7 @@ import (
 )
 
 // StageMode is --stage-mounts: when host-path mounts are copied to the
-// engine rather than bound (issue 6).
+// engine rather than bound.
 type StageMode string
 
 const (

@@ -1,6 +1,6 @@
 package sandbox
 
-// Hostile input (issue 5): CRI requests as a client could send them, down
+// Hostile input: CRI requests as a client could send them, down
 // to arbitrary protobuf bytes, never panic the mapping, never leave the
 // state dir or the log directory, never make a container privileged that
 // did not ask, never override a label cri-compose or Compose trusts, and
@@ -23,7 +23,7 @@ import (
 )
 
 // fuzzHost is a host whose bounding set lacks some capabilities, as on
-// this kind of machine (shared/notes/machine.md).
+// this kind of machine.
 var fuzzHost = Host{
 	Network: "cri-compose", InfraImage: "localhost/pause:x", StateDir: "/var/lib/cri-compose",
 	Capabilities: []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_KILL", "CAP_NET_ADMIN", "CAP_NET_BIND_SERVICE", "CAP_SETUID", "CAP_SETGID"},

@@ -32,7 +32,7 @@ const (
 
 // hostCaps is the bounding set of this workplace's machines (CapBnd
 // 000001fffeffffff): every capability up to CAP_CHECKPOINT_RESTORE except
-// CAP_SYS_RESOURCE (see shared/notes/machine.md).
+// CAP_SYS_RESOURCE.
 var hostCaps = []string{
 	"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER",
 	"CAP_FSETID", "CAP_KILL", "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP",

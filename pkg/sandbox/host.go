@@ -7,7 +7,7 @@ import (
 )
 
 // Host is what the mapping needs to know about the node: the runtime's
-// settings and the host's real limits (shared/notes/machine.md), gathered
+// settings and the host's real limits, gathered
 // once by pkg/cri.
 type Host struct {
 	Network    string // bridge network every pod joins
@@ -31,7 +31,7 @@ type Host struct {
 	// top mount read-only and the mounts below it stay writable.
 	RecursiveReadOnly bool
 	// StageMounts says the engine does not share this machine's filesystem
-	// (a remote engine, issue 6): host-path mounts come from staged copies
+	// (a remote engine): host-path mounts come from staged copies
 	// (ContainerInput.Staged, stage.go) and resolv.conf from the engine's
 	// DNS settings rather than a bind of the file cri-compose writes.
 	StageMounts bool

@@ -9,7 +9,7 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// Staging (issue 6): when the engine does not share this machine's
+// Staging: when the engine does not share this machine's
 // filesystem (Host.StageMounts), a host-path mount cannot be a bind. The
 // caller copies a directory's content into a named volume on the engine
 // (StagedVolumeName) and keeps it in sync, and copies a file into the

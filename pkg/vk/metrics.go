@@ -10,7 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// vk-cri's own metrics (issue 8), served at the kubelet API's /metrics and
+// vk-cri's own metrics, served at the kubelet API's /metrics and
 // on --metrics-bind-address. Counters that any part of the package moves
 // live in one package-level registry; what belongs to one provider (its
 // workers, its node) is read at scrape time by providerCollector.

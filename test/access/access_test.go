@@ -1,5 +1,5 @@
 // Package access tests who can reach cri-compose's CRI, with the built
-// binary (issue 5):
+// binary:
 //
 //   - TestSocketGroup: the unix socket is 0660, owned by --socket-group; a
 //     user in that group gets answers, a user outside it is refused by the

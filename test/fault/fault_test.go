@@ -1,4 +1,4 @@
-// Package fault is cri-compose's fault matrix (issue 5), against the real
+// Package fault is cri-compose's fault matrix, against the real
 // engine and the built binary:
 //
 //   - TestKillAtStep: cri-compose is killed with SIGKILL at every step of

@@ -1,8 +1,7 @@
 // Package privengine runs a private Docker engine for tests that stop,
 // restart or reach an engine as a remote host (test/fault, test/remote),
-// beside the machine's own, which is never restarted (other tests share
-// it): see shared/notes/machine.md, "Tests that stop or restart an
-// engine".
+// beside the machine's own, which is never restarted: other tests share
+// it, and an engine restarted by hand would be gone for the next run.
 package privengine
 
 import (

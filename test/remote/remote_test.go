@@ -1,5 +1,5 @@
 // Package remote tests cri-compose against a Docker engine on "another
-// host" (issue 6), with real parts on one machine: a private engine in
+// host", with real parts on one machine: a private engine in
 // its own network namespace (so its pod network is not reachable from
 // here, as on a real remote host), reached over ssh:// through Debian's
 // sshd on 127.0.0.1 and over tcp:// with mutual TLS on a veth link, by the

@@ -30,8 +30,8 @@ var benchPods = flag.Int("bench.pods", 50, "pods per round of BenchmarkPodStartu
 // seconds only) to the first watch event that shows it Running with
 // Ready=True; p50/p99/max over every pod of every round are reported,
 // and ns/op is a whole round's time (deletions excluded). Run it with
-// -benchtime 1x (make bench-vk): each op is a round of pods. Issue 7's
-// closing note and issue 9's virtual node line: target p99 < 2 s, against
+// -benchtime 1x (make bench-vk): each op is a round of pods. The virtual node
+// line in BENCHMARKS.md: target p99 < 2 s, against
 // Kubernetes' SLO of 5 s.
 func BenchmarkPodStartup(b *testing.B) {
 	if setupErr != nil {

@@ -1,6 +1,6 @@
 package crilog
 
-// Hostile input for the log path (issue 5): whatever the engine's log
+// Hostile input for the log path: whatever the engine's log
 // stream or a log file holds, the pump and the reader never panic, the
 // pump writes only well-formed CRI records, and the reader emits only
 // records that parse. Seed corpora: testdata/fuzz/<Fuzz…>.
