@@ -4,7 +4,7 @@ package cri_test
 // container. They are single-use and expire (k8s.io/cri-streaming's token
 // cache: 8 random base64 characters, consumed by the first request,
 // forgotten after one minute; the library does not let the minute be
-// changed). Issue 5.
+// changed).
 
 import (
 	"net/http"
