@@ -102,11 +102,14 @@ func TestStateDirFull(t *testing.T) {
 		return e.Type == v1.EventTypeWarning && strings.HasPrefix(msg, want) && strings.Contains(msg, "no space left on device"), msg
 	})
 	t.Logf("FailedMount %v after the pod was created: %s", time.Since(start).Round(time.Millisecond), msg)
-	p := getPod(t, ns, pod.Name)
-	cs := containerStatus(p, "app")
-	if p.Status.Phase != v1.PodPending || cs == nil || cs.State.Waiting == nil || cs.State.Waiting.Reason != "ContainerCreating" {
-		t.Errorf("pod with its volume not set up: %s, want Pending, app waiting in ContainerCreating", podSummary(p))
-	}
+	// The event and the status patch are separate writes, in no fixed
+	// order (kubelet's are too), so the status may lag the event.
+	var p *v1.Pod
+	waitFor(t, "the pod Pending, app waiting in ContainerCreating", 30*time.Second, func() (bool, string) {
+		p = getPod(t, ns, pod.Name)
+		cs := containerStatus(p, "app")
+		return p.Status.Phase == v1.PodPending && cs != nil && cs.State.Waiting != nil && cs.State.Waiting.Reason == "ContainerCreating", podSummary(p)
+	})
 	if sbs := sandboxes(t, string(p.UID)); len(sbs) != 0 {
 		t.Errorf("%d sandboxes made for a pod whose volume could not be set up", len(sbs))
 	}
