@@ -36,7 +36,7 @@ help:
 	@echo 'make pause     rebuild pkg/pause/pause.bin from cmd/pause (commit the result)'
 	@echo 'make install   binaries, systemd units, example configs (PREFIX=$(PREFIX), DESTDIR=)'
 	@echo 'make verify-install  install into a temp DESTDIR and systemd-analyze verify the units'
-	@echo 'make docs      regenerate docs/configuration.md from the flags'
+	@echo 'make docs      regenerate docs/configuration.md from the flags of cri-compose and vk-cri'
 	@echo 'make proto     regenerate proto/**/*.pb.go (generators pinned in proto/tools/go.mod)'
 	@echo 'make proto-check  buf lint, and fail if the committed *.pb.go are not what make proto generates'
 
@@ -211,9 +211,11 @@ verify-install:
 	if [ -n "$$out" ]; then echo "$$out"; echo 'verify-install: systemd-analyze verify complained'; exit 1; fi; \
 	echo "verify-install: systemd-analyze verify$$(for u in $$units; do printf ' %s' "$${u##*/}"; done): ok"
 
-# docs/configuration.md from the flag definitions (its test fails when stale).
+# docs/configuration.md from the flag definitions: each binary regenerates
+# its own section (the tests of cmd/cri-compose and cmd/vk-cri fail when one
+# is stale).
 docs:
-	$(GO) generate ./cmd/cri-compose
+	$(GO) generate ./cmd/cri-compose ./cmd/vk-cri
 
 # --- test-vk: vk-cri's end-to-end suite (test/vk, a module of its own so
 # that envtest stays out of the product's go.mod). It runs a real
