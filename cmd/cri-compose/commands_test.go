@@ -98,7 +98,9 @@ func TestSubcommands(t *testing.T) {
 
 	// A failing check (the state dir is a file) makes the exit status 1.
 	file := filepath.Join(dir, "file")
-	os.WriteFile(file, nil, 0o644)
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if out, code := runBinary(t, bin, "doctor", "--state-dir", file, "--listen", "unix://"+filepath.Join(dir, "cri.sock")); code != 1 {
 		t.Errorf("doctor with a file as state dir: exit %d, want 1\n%s", code, out)
 	}
