@@ -2,7 +2,8 @@
 # make lint: gofmt on every Go file, then golangci-lint (.golangci.yml:
 # govet, staticcheck, errcheck, ineffassign, unused, gocritic) on every
 # module of the tree that has Go code (the root module, test/vk and the
-# tool modules), and the check that `make help` names every target.
+# tool modules), and the checks that `make help` names every target and
+# that the docs name only files of the tree.
 #
 # golangci-lint is pinned in hack/tools/go.mod (a module of its own, so its
 # dependencies never enter the product's build list) and built once per
@@ -52,4 +53,5 @@ for gomod in $(git ls-files -co --exclude-standard 'go.mod' '**/go.mod' | sort -
 done
 
 bash hack/check-help.sh || status=1
+bash hack/check-docs.sh || status=1
 exit "$status"
