@@ -22,13 +22,7 @@ const referencePath = "../../docs/configuration.md"
 // or go test ./cmd/cri-compose -run TestConfigurationReference -update,
 // rewrites it).
 func TestConfigurationReference(t *testing.T) {
-	if *update {
-		if err := flagdoc.UpdateFile(referencePath, referenceSection, configReference()); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if err := flagdoc.Current(referencePath, referenceSection, configReference(), "`make docs`"); err != nil {
+	if err := flagdoc.Sync(referencePath, referenceSection, configReference(), *update); err != nil {
 		t.Error(err)
 	}
 }

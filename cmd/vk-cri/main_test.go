@@ -88,13 +88,7 @@ const referencePath = "../../docs/configuration.md"
 // docs/configuration.md is not what the flag definitions say (make docs,
 // or -update, rewrites it).
 func TestConfigurationReference(t *testing.T) {
-	if *update {
-		if err := flagdoc.UpdateFile(referencePath, referenceSection, configReference()); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if err := flagdoc.Current(referencePath, referenceSection, configReference(), "`make docs`"); err != nil {
+	if err := flagdoc.Sync(referencePath, referenceSection, configReference(), *update); err != nil {
 		t.Error(err)
 	}
 }

@@ -121,3 +121,13 @@ func Current(path, name, section, regenerate string) error {
 	}
 	return nil
 }
+
+// Sync is what a binary's reference test does: rewrite its section of the
+// file at path when update is set (go test -update), else fail when the
+// section is not current (make docs regenerates it).
+func Sync(path, name, section string, update bool) error {
+	if update {
+		return UpdateFile(path, name, section)
+	}
+	return Current(path, name, section, "`make docs`")
+}
