@@ -1,3 +1,9 @@
+// golangci-lint, pinned here as a tool of a module of its own so that its
+// dependencies never enter the product's or the test tools' build lists.
+// hack/lint.sh (make lint) builds it once per version into
+// ~/.cache/cri-compose/tools. Change the version with
+// `GOWORK=off go get -tool github.com/golangci/golangci-lint/v2/cmd/golangci-lint@VERSION`
+// here.
 module github.com/cri-compose/cri-compose/hack/tools
 
 go 1.26.8
