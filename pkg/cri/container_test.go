@@ -14,6 +14,7 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/cri"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // TestContainerExit runs containers to their end: a failing one (exit 3,
@@ -196,7 +197,7 @@ func TestStopContainerTimeout(t *testing.T) {
 	id := e.runCtr(podID, pod, ctrConfig("stubborn", "trap '' TERM; echo ready; sleep 100"))
 	e.waitCtrState(id, runtime.ContainerState_CONTAINER_RUNNING, 10*time.Second)
 	// The trap is set once the shell printed "ready".
-	waitFor(t, 10*time.Second, "the container's trap", func() (bool, string) {
+	suite.Eventually(t, "the container's trap", 10*time.Second, func() (bool, string) {
 		lines := logLines(readLog(t, filepath.Join(pod.GetLogDirectory(), "stubborn.log")))
 		return slices.Contains(lines, "stdout F ready"), strings.Join(lines, "|")
 	})
@@ -242,7 +243,7 @@ func TestContainerKilledBehindOurBack(t *testing.T) {
 	if err := e.d.ContainerKill(e.ctx(), podID, "KILL"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "pod NOTREADY", func() (bool, string) {
+	suite.Eventually(t, "pod NOTREADY", 10*time.Second, func() (bool, string) {
 		st := e.podStatus(podID)
 		return st.GetState() == runtime.PodSandboxState_SANDBOX_NOTREADY, st.GetState().String()
 	})
@@ -262,7 +263,7 @@ func TestOOMKilled(t *testing.T) {
 		MemoryLimitInBytes: 15 << 20, MemorySwapLimitInBytes: 15 << 20}}
 	hog := e.runCtr(podID, pod, cfg)
 	st := e.waitCtrState(hog, runtime.ContainerState_CONTAINER_EXITED, 30*time.Second)
-	waitFor(t, 10*time.Second, "reason OOMKilled", func() (bool, string) {
+	suite.Eventually(t, "reason OOMKilled", 10*time.Second, func() (bool, string) {
 		st = e.ctrStatus(hog)
 		return st.GetReason() == "OOMKilled", st.GetReason()
 	})
@@ -275,7 +276,7 @@ func TestOOMKilled(t *testing.T) {
 	if st.GetReason() != "Error" || st.GetExitCode() != 137 {
 		t.Fatalf("killed: reason %q exit %d, want Error 137", st.GetReason(), st.GetExitCode())
 	}
-	if err := cri.OOMEvent(e.ctx(), e.server().srv, killed); err != nil {
+	if err := cri.OOMEvent(e.ctx(), e.server().Srv, killed); err != nil {
 		t.Fatal(err)
 	}
 	if st = e.ctrStatus(killed); st.GetReason() != "OOMKilled" {

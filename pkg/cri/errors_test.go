@@ -16,6 +16,7 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/cri"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // TestIdempotentStopRemove: CRI says stopping or removing what does not
@@ -246,7 +247,7 @@ func TestBadContainerRequests(t *testing.T) {
 func TestListenSocket(t *testing.T) {
 	t.Parallel()
 	e := newCRIEnv(t)
-	_, err := cri.Listen("unix://"+e.server().socket, "")
+	_, err := cri.Listen("unix://"+e.server().Socket, "")
 	if err == nil || !strings.Contains(err.Error(), "another process") {
 		t.Fatalf("Listen on a served socket: %v, want an error naming another process", err)
 	}
@@ -255,7 +256,7 @@ func TestListenSocket(t *testing.T) {
 		t.Fatalf("Version after the refused Listen: %v", err)
 	}
 
-	stale := filepath.Join(socketDir(t), "stale.sock")
+	stale := filepath.Join(suite.SocketDir(t), "stale.sock")
 	l, err := net.Listen("unix", stale)
 	if err != nil {
 		t.Fatal(err)

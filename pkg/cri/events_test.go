@@ -13,6 +13,7 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/cri"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // evCollector is one GetContainerEvents subscriber that keeps every event.
@@ -149,8 +150,8 @@ func TestContainerEventsLifecycle(t *testing.T) {
 	t.Parallel()
 	e := newCRIEnv(t)
 	subs := []*evCollector{e.subscribeEvents(), e.subscribeEvents()}
-	waitFor(t, 10*time.Second, "two event subscribers", func() (bool, string) {
-		n := cri.EventSubscribers(e.server().srv)
+	suite.Eventually(t, "two event subscribers", 10*time.Second, func() (bool, string) {
+		n := cri.EventSubscribers(e.server().Srv)
 		return n == 2, fmt.Sprint(n)
 	})
 
@@ -187,7 +188,7 @@ func TestContainerEventsLifecycle(t *testing.T) {
 	for si, sub := range subs {
 		for _, p := range pods {
 			for _, id := range []string{p.sandbox, p.long, p.short} {
-				waitFor(t, 30*time.Second, fmt.Sprintf("subscriber %d: DELETED of %.12s", si, id), func() (bool, string) {
+				suite.Eventually(t, fmt.Sprintf("subscriber %d: DELETED of %.12s", si, id), 30*time.Second, func() (bool, string) {
 					evs := sub.of(id)
 					return len(evs) > 0 && evs[len(evs)-1].GetContainerEventType() == runtime.ContainerEventType_CONTAINER_DELETED_EVENT,
 						fmt.Sprint(evKinds(evs))
@@ -279,7 +280,7 @@ func checkEvents(t *testing.T, p *evPod, id string, evs []*runtime.ContainerEven
 func TestCloseStreamsEndsEvents(t *testing.T) {
 	e := newCRIEnv(t)
 	c := e.subscribeEvents()
-	e.server().srv.CloseStreams()
+	e.server().Srv.CloseStreams()
 	select {
 	case <-c.done:
 	case <-time.After(5 * time.Second):

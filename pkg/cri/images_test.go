@@ -1,4 +1,4 @@
-package cri
+package cri_test
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"log"
 	"net"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,42 +24,23 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-compose/cri-compose/pkg/cri"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
-// imageEnv is a real engine, a registry on 127.0.0.1 and an ImageService
+// imageEnv is a real engine, a registry on 127.0.0.1 and an cri.ImageService
 // served over gRPC on a unix socket.
 type imageEnv struct {
 	d      *dockerapi.Client
 	reg    string // "127.0.0.1:PORT"
-	svc    *ImageService
+	svc    *cri.ImageService
 	cli    runtime.ImageServiceClient
 	suffix string // unique per test, for image names
-}
-
-// imageTestEngine returns a client of the local engine, skipping the test when
-// there is none (outside CI).
-func imageTestEngine(t *testing.T) *dockerapi.Client {
-	t.Helper()
-	d, err := dockerapi.New("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := d.Ping(ctx); err != nil {
-		d.Close()
-		if os.Getenv("CI") == "" {
-			t.Skipf("no Docker engine: %v", err)
-		}
-		t.Fatalf("no Docker engine (CI is set): %v", err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
 }
 
 // startImageTestRegistry serves an in-memory registry on 127.0.0.1 (which the
@@ -80,46 +60,22 @@ func startImageTestRegistry(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func newImageEnv(t *testing.T, mirrors Mirrors) *imageEnv {
+func newImageEnv(t *testing.T, mirrors cri.Mirrors) *imageEnv {
 	t.Helper()
-	d := imageTestEngine(t)
+	d := images.Engine(t)
 	reg := startImageTestRegistry(t)
 	for k, eps := range mirrors {
 		for i, ep := range eps {
 			mirrors[k][i] = strings.ReplaceAll(ep, "REGISTRY", reg)
 		}
 	}
-	svc := NewImageService(d, mirrors)
+	svc := cri.NewImageService(d, mirrors)
 
-	sock := filepath.Join(imageTestSocketDir(t), "cri.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	runtime.RegisterImageServiceServer(gs, svc)
-	go func() { _ = gs.Serve(l) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn, _, _ := suite.Serve(t, func(gs *grpc.Server) { runtime.RegisterImageServiceServer(gs, svc) })
 
 	b := make([]byte, 4)
 	rand.Read(b)
 	return &imageEnv{d: d, reg: reg, svc: svc, cli: runtime.NewImageServiceClient(conn), suffix: hex.EncodeToString(b)}
-}
-
-// imageTestSocketDir is a temporary directory with a path short enough for a unix
-// socket (t.TempDir paths can pass the 108-byte limit).
-func imageTestSocketDir(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "cri-img")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }
 
 // push writes a small random image with config User user to the test
@@ -180,7 +136,7 @@ func (e *imageEnv) pull(t *testing.T, ref string) string {
 		t.Fatalf("PullImage %s: %v", ref, err)
 	}
 	id := resp.GetImageRef()
-	if !imageFullIDPattern.MatchString(id) || !strings.HasPrefix(id, "sha256:") {
+	if !cri.ImageFullIDPattern.MatchString(id) || !strings.HasPrefix(id, "sha256:") {
 		t.Fatalf("PullImage %s: image ref %q is not an image id", ref, id)
 	}
 	e.cleanupImage(t, id)
@@ -300,7 +256,7 @@ func TestImagePullListStatusRemove(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Resolve %s: %v", r, err)
 		}
-		want := ResolvedImage{ID: id, Ref: ref, RepoDigest: wantDigests[0], User: "1002"}
+		want := cri.ResolvedImage{ID: id, Ref: ref, RepoDigest: wantDigests[0], User: "1002"}
 		if r == id {
 			want.Ref = id
 		}
@@ -341,7 +297,7 @@ func TestImagePullListStatusRemove(t *testing.T) {
 
 	// Resolve of a missing image fails clearly.
 	_, err = e.svc.Resolve(imageTestCtx(t), ref)
-	if !errors.Is(err, errNotFound) || !strings.Contains(err.Error(), ref) {
+	if !errors.Is(err, cri.ErrNotFound) || !strings.Contains(err.Error(), ref) {
 		t.Errorf("Resolve of a missing image: %v, want a not-found error naming it", err)
 	}
 }
@@ -378,7 +334,7 @@ func TestImageUsers(t *testing.T) {
 }
 
 func TestImagePullThroughMirror(t *testing.T) {
-	e := newImageEnv(t, Mirrors{
+	e := newImageEnv(t, cri.Mirrors{
 		"registry.k8s.io": {"http://REGISTRY"},
 		"gcr.io":          {"REGISTRY/gcr"},
 	})
@@ -482,7 +438,7 @@ func TestImageRequestErrors(t *testing.T) {
 			t.Errorf("RemoveImage %q: %v, want InvalidArgument", bad, err)
 		}
 	}
-	if _, err := e.svc.Resolve(ctx, "Not//Valid"); status.Code(grpcError(err)) != codes.InvalidArgument {
+	if _, err := e.svc.Resolve(ctx, "Not//Valid"); status.Code(cri.GRPCError(err)) != codes.InvalidArgument {
 		t.Errorf("Resolve of a bad reference: %v", err)
 	}
 

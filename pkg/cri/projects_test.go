@@ -29,11 +29,12 @@ import (
 	"github.com/cri-compose/cri-compose/pkg/projectcli"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 	cricomposev1 "github.com/cri-compose/cri-compose/proto/cricompose/v1"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // projects is the client of cri-compose's own API on the current server.
 func (e *criEnv) projects() cricomposev1.ProjectsClient {
-	return cricomposev1.NewProjectsClient(e.server().conn)
+	return cricomposev1.NewProjectsClient(e.server().Conn)
 }
 
 func TestListProjects(t *testing.T) {
@@ -87,7 +88,7 @@ func TestListProjects(t *testing.T) {
 
 	// The CLI's table.
 	var out, errOut bytes.Buffer
-	if code := projectcli.RunProjects([]string{"--runtime-endpoint", "unix://" + e.server().socket}, "", projectcli.IO{Stdout: &out, Stderr: &errOut}); code != 0 {
+	if code := projectcli.RunProjects([]string{"--runtime-endpoint", "unix://" + e.server().Socket}, "", projectcli.IO{Stdout: &out, Stderr: &errOut}); code != 0 {
 		t.Fatalf("cri-compose projects: exit %d: %s", code, errOut.String())
 	}
 	row := ""
@@ -146,7 +147,7 @@ echo "line 7"`)
 	cfg.Mounts = []*runtime.Mount{{HostPath: trigger, ContainerPath: "/trigger"}}
 	id := e.runCtr(podID, pod, cfg)
 	logPath := filepath.Join(pod.GetLogDirectory(), "counter.log")
-	waitFor(t, 20*time.Second, "lines 1-5 in the log file", func() (bool, string) {
+	suite.Eventually(t, "lines 1-5 in the log file", 20*time.Second, func() (bool, string) {
 		l := logLines(readLog(t, logPath))
 		return len(l) == 5, fmt.Sprint(l)
 	})
@@ -290,7 +291,7 @@ func TestExportProject(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Sockets: one bound on its own, one inside the site folder.
-	appSock := filepath.Join(socketDir(t), "app.sock")
+	appSock := filepath.Join(suite.SocketDir(t), "app.sock")
 	for _, p := range []string{appSock, filepath.Join(host, "site", "s.sock")} {
 		l, err := net.Listen("unix", p)
 		if err != nil {
@@ -408,7 +409,7 @@ func TestExportProject(t *testing.T) {
 	// The CLI writes it out.
 	out := filepath.Join(t.TempDir(), "export")
 	var stdout, stderr bytes.Buffer
-	args := []string{podID, "-o", out, "--runtime-endpoint", "unix://" + e.server().socket}
+	args := []string{podID, "-o", out, "--runtime-endpoint", "unix://" + e.server().Socket}
 	if code := projectcli.RunExport(args, "", projectcli.IO{Stdout: &stdout, Stderr: &stderr}); code != 0 {
 		t.Fatalf("cri-compose export: exit %d: %s", code, stderr.String())
 	}
@@ -436,7 +437,7 @@ func TestExportProject(t *testing.T) {
 	}
 	// By the pod's name too.
 	byName := filepath.Join(t.TempDir(), "by-name")
-	if code := projectcli.RunExport([]string{testNamespace + "/" + pod.GetMetadata().GetName(), "-o", byName, "--listen", "unix://" + e.server().socket}, "",
+	if code := projectcli.RunExport([]string{testNamespace + "/" + pod.GetMetadata().GetName(), "-o", byName, "--listen", "unix://" + e.server().Socket}, "",
 		projectcli.IO{Stdout: io.Discard, Stderr: &stderr}); code != 0 {
 		t.Errorf("export by namespace/name: exit %d: %s", code, stderr.String())
 	}
@@ -446,7 +447,7 @@ func TestExportProject(t *testing.T) {
 	wantCode(t, err, codes.NotFound, "fedcba9876543210-no-such-pod")
 	_, err = e.projects().ExportProject(e.ctx(), &cricomposev1.ExportProjectRequest{})
 	wantCode(t, err, codes.InvalidArgument)
-	if code := projectcli.RunExport([]string{"no-such-pod", "-o", t.TempDir() + "/x", "--runtime-endpoint", "unix://" + e.server().socket}, "",
+	if code := projectcli.RunExport([]string{"no-such-pod", "-o", t.TempDir() + "/x", "--runtime-endpoint", "unix://" + e.server().Socket}, "",
 		projectcli.IO{Stdout: io.Discard, Stderr: io.Discard}); code != 1 {
 		t.Errorf("export of an unknown pod: exit %d, want 1", code)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/pause"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // gateScript waits for the file /gate/<name> (touched by the test on the
@@ -59,7 +60,7 @@ func TestRecoveryRestart(t *testing.T) {
 	created := e.createCtr(podID, pod, ctrConfig("created", "true"))
 
 	counterLog := filepath.Join(pod.GetLogDirectory(), "counter.log")
-	waitFor(t, 20*time.Second, "counter at 5", func() (bool, string) {
+	suite.Eventually(t, "counter at 5", 20*time.Second, func() (bool, string) {
 		lines := logLines(readLog(t, counterLog))
 		return len(lines) == 5, strings.Join(lines, "|")
 	})
@@ -74,7 +75,7 @@ func TestRecoveryRestart(t *testing.T) {
 	e.restart(func() {
 		touch(t, gate, "a")
 		touch(t, gate, "quit")
-		waitFor(t, 20*time.Second, "quitter exit and counter at 12 while the server is down", func() (bool, string) {
+		suite.Eventually(t, "quitter exit and counter at 12 while the server is down", 20*time.Second, func() (bool, string) {
 			in, err := e.d.ContainerInspect(e.ctx(), quitter)
 			if err != nil {
 				return false, err.Error()
@@ -132,7 +133,7 @@ func TestRecoveryRestart(t *testing.T) {
 	}
 	// Its last line, written while the server was down, reaches its log.
 	quitterLog := filepath.Join(pod.GetLogDirectory(), "quitter.log")
-	waitFor(t, 10*time.Second, "quitter's log", func() (bool, string) {
+	suite.Eventually(t, "quitter's log", 10*time.Second, func() (bool, string) {
 		lines := logLines(readLog(t, quitterLog))
 		return len(lines) == 1 && lines[0] == "stdout F bye", strings.Join(lines, "|")
 	})

@@ -23,7 +23,7 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/tracing"
-	"github.com/cri-compose/cri-compose/test/criserver"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // lockedBuffer is klog's output, read while the server still writes.
@@ -121,7 +121,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	env := criserver.Start(t, criserver.Options{
+	env := suite.StartServer(t, suite.ServerOptions{
 		Docker: []dockerapi.Option{dockerapi.WithTracerProvider(tp)},
 		GRPC:   []grpc.ServerOption{tracing.ServerOption(tp)},
 	})
@@ -160,7 +160,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		call func() error
 	}{
 		{"pull with credentials from a registry that is not there", func() error {
-			_, err := env.Images.PullImage(ctx, &runtime.PullImageRequest{
+			_, err := env.Img.PullImage(ctx, &runtime.PullImageRequest{
 				Image: &runtime.ImageSpec{Image: "127.0.0.1:1/secrets/nope:1"},
 				Auth: &runtime.AuthConfig{Username: "u", Password: secret("password"), ServerAddress: "127.0.0.1:1",
 					IdentityToken: secret("identity"), RegistryToken: secret("registry")},
@@ -168,7 +168,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 			return err
 		}},
 		{"pull with base64 credentials", func() error {
-			_, err := env.Images.PullImage(ctx, &runtime.PullImageRequest{
+			_, err := env.Img.PullImage(ctx, &runtime.PullImageRequest{
 				Image: &runtime.ImageSpec{Image: "127.0.0.1:1/secrets/nope:2"},
 				Auth:  &runtime.AuthConfig{Auth: base64.StdEncoding.EncodeToString([]byte("u:" + secret("auth")))},
 			})
@@ -189,10 +189,10 @@ func TestSecretsNeverLogged(t *testing.T) {
 		name string
 		cfg  *runtime.ContainerConfig
 	}{
-		{"a value in an env name", ctrConfig("badname", criserver.Image, &runtime.KeyValue{Key: "LEAK=" + secret("inname"), Value: []byte("x")})},
+		{"a value in an env name", ctrConfig("badname", suite.Image, &runtime.KeyValue{Key: "LEAK=" + secret("inname"), Value: []byte("x")})},
 		{"an image that is not there", ctrConfig("noimage", "localhost/cri-compose/no-such-image:"+hex.EncodeToString([]byte(podID[:4])))},
 		{"a bad log path", func() *runtime.ContainerConfig {
-			c := ctrConfig("badlog", criserver.Image)
+			c := ctrConfig("badlog", suite.Image)
 			c.LogPath = "../" + c.LogPath
 			return c
 		}()},
@@ -202,7 +202,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 		}
 	}
 
-	cfg := ctrConfig("app", criserver.Image)
+	cfg := ctrConfig("app", suite.Image)
 	cr, err := env.RT.CreateContainer(ctx, &runtime.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: pod, Config: cfg})
 	if err != nil {
 		t.Fatalf("CreateContainer: %v", err)

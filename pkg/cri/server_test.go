@@ -24,9 +24,7 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
@@ -35,14 +33,15 @@ import (
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 const (
 	// testNetwork is the pod network of every test server; it is shared
 	// by all runs and left in place.
-	testNetwork = "cri-compose-test"
+	testNetwork = suite.Network
 	// testImage is the busybox image the test containers run.
-	testImage = "localhost/cri-compose/test-busybox:cri-test"
+	testImage = suite.Image
 	// testNamespace is the pod namespace of every test pod.
 	testNamespace = "cri-test"
 )
@@ -56,36 +55,7 @@ type criEnv struct {
 	reqCtx   context.Context // bounds every request of the test
 
 	mu  sync.Mutex
-	cur *testServer
-}
-
-// testServer is one cri.Server behind one gRPC server and socket.
-type testServer struct {
-	srv    *cri.Server
-	socket string
-	conn   *grpc.ClientConn
-	rt     runtime.RuntimeServiceClient
-	img    runtime.ImageServiceClient
-
-	stopOnce sync.Once
-	stopFn   func()
-}
-
-var busyboxLoaded struct {
-	sync.Mutex
-	done bool
-}
-
-// needBusybox loads the test image once per test process.
-func needBusybox(t *testing.T, d *dockerapi.Client) {
-	t.Helper()
-	busyboxLoaded.Lock()
-	defer busyboxLoaded.Unlock()
-	if busyboxLoaded.done {
-		return
-	}
-	images.NeedBusybox(t, d, testImage)
-	busyboxLoaded.done = true
+	cur *suite.Server
 }
 
 // newCRIEnv starts a server on a fresh state dir. Its cleanup (registered
@@ -93,121 +63,48 @@ func needBusybox(t *testing.T, d *dockerapi.Client) {
 func newCRIEnv(t *testing.T) *criEnv {
 	t.Helper()
 	d := images.Engine(t)
-	needBusybox(t, d)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	e := &criEnv{t: t, d: d, stateDir: t.TempDir(), reqCtx: ctx}
 	t.Cleanup(func() {
 		defer cancel()
-		e.mu.Lock()
-		s := e.cur
-		e.mu.Unlock()
-		if s != nil {
-			s.stop()
+		if s := e.server(); s != nil {
+			s.Stop()
 		}
 	})
 	e.start()
 	return e
 }
 
-// socketDir is a directory for the CRI socket: t.TempDir when its path fits
-// a unix socket address (108 bytes), a short temporary one otherwise.
-func socketDir(t *testing.T) string {
-	if dir := t.TempDir(); len(dir) < 90 {
-		return dir
-	}
-	dir, err := os.MkdirTemp("", "cri-sock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 // start serves a new Server on the env's state dir and waits until Status
 // says the runtime is ready.
-func (e *criEnv) start() *testServer {
-	t := e.t
-	t.Helper()
-	srv := cri.NewServer(cri.Config{StateDir: e.stateDir, Network: testNetwork}, e.d)
-	sock := filepath.Join(socketDir(t), "cri.sock")
-	l, err := cri.Listen("unix://"+sock, "")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	gs := grpc.NewServer()
-	srv.Register(gs)
-	ctx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan struct{})
-	go func() {
-		defer close(runDone)
-		srv.Run(ctx)
-	}()
-	serveDone := make(chan struct{})
-	go func() {
-		defer close(serveDone)
-		_ = gs.Serve(l)
-	}()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &testServer{srv: srv, socket: sock, conn: conn,
-		rt: runtime.NewRuntimeServiceClient(conn), img: runtime.NewImageServiceClient(conn)}
-	s.stopFn = func() {
-		conn.Close()
-		cancel()
-		gs.GracefulStop()
-		<-serveDone
-		// Run returns once its log pumps have stopped: only then may
-		// another server take over the state dir and the log files.
-		select {
-		case <-runDone:
-		case <-time.After(30 * time.Second):
-			t.Errorf("Server.Run did not return 30s after its context ended")
-		}
-	}
+func (e *criEnv) start() *suite.Server {
+	e.t.Helper()
+	s := suite.StartServer(e.t, suite.ServerOptions{Config: cri.Config{StateDir: e.stateDir, Network: testNetwork}})
 	e.mu.Lock()
 	e.cur = s
 	e.mu.Unlock()
-
-	waitFor(t, 30*time.Second, "runtime ready", func() (bool, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp, err := s.rt.Status(ctx, &runtime.StatusRequest{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, c := range resp.GetStatus().GetConditions() {
-			if c.GetType() == runtime.RuntimeReady {
-				return c.GetStatus(), c.GetReason() + ": " + c.GetMessage()
-			}
-		}
-		return false, "no RuntimeReady condition"
-	})
 	return s
 }
-
-func (s *testServer) stop() { s.stopOnce.Do(s.stopFn) }
 
 // restart stops the current server and starts a new one on the same state
 // dir and network; between the two, down runs (the engine keeps going).
 func (e *criEnv) restart(down func()) {
 	e.t.Helper()
-	e.server().stop()
+	e.server().Stop()
 	if down != nil {
 		down()
 	}
 	e.start()
 }
 
-func (e *criEnv) server() *testServer {
+func (e *criEnv) server() *suite.Server {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.cur
 }
 
 // rt is the RuntimeService client of the current server.
-func (e *criEnv) rt() runtime.RuntimeServiceClient { return e.server().rt }
+func (e *criEnv) rt() runtime.RuntimeServiceClient { return e.server().RT }
 
 // ctx is the context of the test's requests, bounded well below the test
 // timeout (cleanups use fresh ones).
@@ -262,10 +159,10 @@ func (e *criEnv) cleanupPod(cfg *runtime.PodSandboxConfig) {
 				if c.Labels[sandbox.LabelType] != sandbox.TypeSandbox {
 					continue
 				}
-				if _, err := s.rt.StopPodSandbox(ctx, &runtime.StopPodSandboxRequest{PodSandboxId: c.ID}); err != nil {
+				if _, err := s.RT.StopPodSandbox(ctx, &runtime.StopPodSandboxRequest{PodSandboxId: c.ID}); err != nil {
 					e.t.Logf("cleanup: StopPodSandbox %s: %v", c.ID, err)
 				}
-				if _, err := s.rt.RemovePodSandbox(ctx, &runtime.RemovePodSandboxRequest{PodSandboxId: c.ID}); err != nil {
+				if _, err := s.RT.RemovePodSandbox(ctx, &runtime.RemovePodSandboxRequest{PodSandboxId: c.ID}); err != nil {
 					e.t.Logf("cleanup: RemovePodSandbox %s: %v", c.ID, err)
 				}
 			}
@@ -341,7 +238,7 @@ func (e *criEnv) ctrStatus(id string) *runtime.ContainerStatus {
 func (e *criEnv) waitCtrState(id string, state runtime.ContainerState, timeout time.Duration) *runtime.ContainerStatus {
 	e.t.Helper()
 	var st *runtime.ContainerStatus
-	waitFor(e.t, timeout, fmt.Sprintf("container %.12s %s", id, state), func() (bool, string) {
+	suite.Eventually(e.t, fmt.Sprintf("container %.12s %s", id, state), timeout, func() (bool, string) {
 		resp, err := e.rt().ContainerStatus(e.ctx(), &runtime.ContainerStatusRequest{ContainerId: id})
 		if err != nil {
 			return false, err.Error()
@@ -383,25 +280,6 @@ func (e *criEnv) engineCtrs(labels ...string) []container.Summary {
 // projectDir is where the server keeps a pod's compose project.
 func (e *criEnv) projectDir(project string) string {
 	return filepath.Join(e.stateDir, "projects", project)
-}
-
-// waitFor polls cond until it holds, failing the test with cond's last
-// explanation after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	interval := 10 * time.Millisecond
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s (last: %s)", timeout, what, why)
-		}
-		time.Sleep(interval)
-		interval = min(interval*2, 200*time.Millisecond)
-	}
 }
 
 // wantCode checks that err is a gRPC status with code whose message holds

@@ -12,13 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/cri"
-	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 const (
@@ -109,7 +107,7 @@ func waitBurning(e *criEnv, what string, get func() *runtime.CpuUsage) *runtime.
 // checkCPUGrows checks that the cumulative CPU time keeps growing.
 func checkCPUGrows(e *criEnv, what string, first *runtime.CpuUsage, get func() *runtime.CpuUsage) {
 	e.t.Helper()
-	waitFor(e.t, 10*time.Second, what+" CPU time growing", func() (bool, string) {
+	suite.Eventually(e.t, what+" CPU time growing", 10*time.Second, func() (bool, string) {
 		cpu := get()
 		return cpu.GetTimestamp() > first.GetTimestamp() &&
 				cpu.GetUsageCoreNanoSeconds().GetValue() > first.GetUsageCoreNanoSeconds().GetValue()+2e7,
@@ -121,7 +119,7 @@ func checkCPUGrows(e *criEnv, what string, first *runtime.CpuUsage, get func() *
 func checkHog(e *criEnv, get func() *runtime.MemoryUsage) {
 	e.t.Helper()
 	var mem *runtime.MemoryUsage
-	waitFor(e.t, 20*time.Second, "working set > 60 MiB", func() (bool, string) {
+	suite.Eventually(e.t, "working set > 60 MiB", 20*time.Second, func() (bool, string) {
 		mem = get()
 		return mem.GetWorkingSetBytes().GetValue() > 60*mib, fmt.Sprint(mem)
 	})
@@ -146,7 +144,7 @@ func TestContainerStats(t *testing.T) {
 	t.Parallel()
 	e := newCRIEnv(t)
 	burning(t)
-	cri.SetLayerMaxAge(e.server().srv, time.Second)
+	cri.SetLayerMaxAge(e.server().Srv, time.Second)
 	pod := e.podConfig("stats")
 	podID := e.runPod(pod)
 	burner := e.runCtr(podID, pod, ctrConfig("burner", statsBurn))
@@ -162,7 +160,7 @@ func TestContainerStats(t *testing.T) {
 	checkHog(e, func() *runtime.MemoryUsage { return e.ctrStats(hog).GetMemory() })
 
 	var ls *runtime.ContainerStats
-	waitFor(t, 20*time.Second, "limited: writable layer >= 8 MiB and available memory", func() (bool, string) {
+	suite.Eventually(t, "limited: writable layer >= 8 MiB and available memory", 20*time.Second, func() (bool, string) {
 		ls = e.ctrStats(limited)
 		return ls.GetWritableLayer().GetUsedBytes().GetValue() >= 8*mib && ls.GetMemory().GetAvailableBytes() != nil, fmt.Sprint(ls)
 	})
@@ -265,7 +263,7 @@ func TestPodSandboxStats(t *testing.T) {
 	before := rxBytes(lx.GetNetwork())
 	const sent = 200_000
 	sendUDP(t, ip, sent)
-	waitFor(t, 10*time.Second, "rx bytes after traffic", func() (bool, string) {
+	suite.Eventually(t, "rx bytes after traffic", 10*time.Second, func() (bool, string) {
 		n := e.podStats(podID).GetLinux().GetNetwork()
 		return rxBytes(n) >= before+sent, fmt.Sprintf("before %d, now %v", before, n)
 	})
@@ -361,8 +359,8 @@ func TestContainerStatsFromEngine(t *testing.T) {
 	t.Parallel()
 	e := newCRIEnv(t)
 	burning(t)
-	cri.StatsFromEngine(e.server().srv)
-	cri.SetLayerMaxAge(e.server().srv, time.Second)
+	cri.StatsFromEngine(e.server().Srv)
+	cri.SetLayerMaxAge(e.server().Srv, time.Second)
 	pod := e.podConfig("enginestats")
 	podID := e.runPod(pod)
 	burner := e.runCtr(podID, pod, ctrConfig("burner", statsBurn))
@@ -373,11 +371,11 @@ func TestContainerStatsFromEngine(t *testing.T) {
 	first := waitBurning(e, "burner", get)
 	checkCPUGrows(e, "burner", first, get)
 	checkHog(e, func() *runtime.MemoryUsage { return e.ctrStats(hog).GetMemory() })
-	waitFor(t, 30*time.Second, "writable layer >= 8 MiB from the engine", func() (bool, string) {
+	suite.Eventually(t, "writable layer >= 8 MiB from the engine", 30*time.Second, func() (bool, string) {
 		wl := e.ctrStats(writer).GetWritableLayer()
 		return wl.GetUsedBytes().GetValue() >= 8*mib && wl.GetInodesUsed() == nil, fmt.Sprint(wl)
 	})
-	waitFor(t, 10*time.Second, "pod network from the engine", func() (bool, string) {
+	suite.Eventually(t, "pod network from the engine", 10*time.Second, func() (bool, string) {
 		n := e.podStats(podID).GetLinux().GetNetwork()
 		return n.GetDefaultInterface().GetName() == "eth0" && n.GetTimestamp() > 0, fmt.Sprint(n)
 	})
@@ -418,7 +416,7 @@ func TestPodSandboxMetrics(t *testing.T) {
 	}
 	var pm *runtime.PodSandboxMetrics
 	var cm *runtime.ContainerMetrics
-	waitFor(t, 20*time.Second, "a whole CPU second in the metrics", func() (bool, string) {
+	suite.Eventually(t, "a whole CPU second in the metrics", 20*time.Second, func() (bool, string) {
 		resp, err := e.rt().ListPodSandboxMetrics(e.ctx(), &runtime.ListPodSandboxMetricsRequest{})
 		if err != nil {
 			return false, err.Error()
@@ -592,7 +590,7 @@ func TestListContainerStatsLatency(t *testing.T) {
 	}
 	var passes []time.Duration
 	for range 10 {
-		passes = append(passes, cri.StatsPass(e.server().srv))
+		passes = append(passes, cri.StatsPass(e.server().Srv))
 	}
 	slices.Sort(passes)
 	t.Logf("one sampling pass (cgroup files of every running container and pod): median %v, max %v", passes[5], passes[9])
@@ -601,44 +599,7 @@ func TestListContainerStatsLatency(t *testing.T) {
 // BenchmarkListContainerStats measures ListContainerStats over gRPC with 20
 // running containers (5 pods × 4), on a server of its own.
 func BenchmarkListContainerStats(b *testing.B) {
-	d := images.Engine(b)
-	images.NeedBusybox(b, d, testImage)
-	srv := cri.NewServer(cri.Config{StateDir: b.TempDir(), Network: testNetwork}, d)
-	dir, err := os.MkdirTemp("", "cri-bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "cri.sock")
-	l, err := cri.Listen("unix://"+sock, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	srv.Register(gs)
-	ctx, cancel := context.WithCancel(context.Background())
-	go srv.Run(ctx)
-	go func() { _ = gs.Serve(l) }()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	rt := runtime.NewRuntimeServiceClient(conn)
-	b.Cleanup(func() {
-		conn.Close()
-		cancel()
-		gs.Stop()
-	})
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		st, err := rt.Status(context.Background(), &runtime.StatusRequest{})
-		if err == nil && len(st.GetStatus().GetConditions()) > 0 && st.GetStatus().GetConditions()[0].GetStatus() {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("runtime not ready: %v %v", st, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	rt := suite.StartServer(b, suite.ServerOptions{}).RT
 	podConfig := func(name string) *runtime.PodSandboxConfig {
 		suffix := randHex(4)
 		return &runtime.PodSandboxConfig{

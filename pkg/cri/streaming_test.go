@@ -28,6 +28,7 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/test/forward"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // streamBuf is an output stream the test reads while the client writes.
@@ -132,7 +133,7 @@ func TestStreamExec(t *testing.T) {
 	e := newCRIEnv(t)
 	_, ctrID := e.streamPod("exec", "sleep 3600", nil)
 
-	base, err := e.server().srv.StreamURL()
+	base, err := e.server().Srv.StreamURL()
 	if err != nil || !strings.HasPrefix(base, "http://127.0.0.1:") || strings.HasSuffix(base, ":0") {
 		t.Fatalf("StreamURL = %q, %v; want http://127.0.0.1:<a real port>", base, err)
 	}
@@ -187,7 +188,7 @@ func TestStreamExecTTY(t *testing.T) {
 	for _, sz := range []remotecommand.TerminalSize{{Width: 100, Height: 30}, {Width: 132, Height: 43}} {
 		sizes <- sz
 		want := fmt.Sprintf("%d %d", sz.Height, sz.Width)
-		waitFor(t, 20*time.Second, "stty size "+want, func() (bool, string) {
+		suite.Eventually(t, "stty size "+want, 20*time.Second, func() (bool, string) {
 			if _, err := stdinW.Write([]byte("\n")); err != nil {
 				return false, err.Error()
 			}
@@ -221,7 +222,7 @@ func TestStreamAttach(t *testing.T) {
 		if _, err := stdinW.Write([]byte("hello\n")); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 20*time.Second, "echo through attach", func() (bool, string) {
+		suite.Eventually(t, "echo through attach", 20*time.Second, func() (bool, string) {
 			return stdout.String() == "got hello\n" && stderr.String() == "err hello\n",
 				fmt.Sprintf("stdout %q stderr %q", stdout.String(), stderr.String())
 		})
@@ -249,7 +250,7 @@ func TestStreamAttach(t *testing.T) {
 		done := streamAsync(e.ctx(), t, resp.GetUrl(), remotecommand.StreamOptions{
 			Stdin: stdinR, Stdout: &out, Tty: true, TerminalSizeQueue: sizes})
 		sizes <- remotecommand.TerminalSize{Width: 91, Height: 27}
-		waitFor(t, 20*time.Second, "stty size 27 91", func() (bool, string) {
+		suite.Eventually(t, "stty size 27 91", 20*time.Second, func() (bool, string) {
 			if _, err := stdinW.Write([]byte("\n")); err != nil {
 				return false, err.Error()
 			}
@@ -270,7 +271,7 @@ func TestStreamPortForward(t *testing.T) {
 	e := newCRIEnv(t)
 	podID, ctrID := e.streamPod("pf",
 		`mkdir -p /www && echo hello-pf > /www/index.html && exec httpd -f -p 8080 -h /www`, nil)
-	waitFor(t, 20*time.Second, "httpd in the pod", func() (bool, string) {
+	suite.Eventually(t, "httpd in the pod", 20*time.Second, func() (bool, string) {
 		resp, err := e.rt().ExecSync(e.ctx(), &runtime.ExecSyncRequest{ContainerId: ctrID, Timeout: 5,
 			Cmd: []string{"wget", "-q", "-O", "-", "http://127.0.0.1:8080/index.html"}})
 		if err != nil {
@@ -323,7 +324,7 @@ func TestStreamPortForwardHostNetwork(t *testing.T) {
 	podID := e.runPod(pod)
 	cfg := ctrConfig("web", fmt.Sprintf(`mkdir -p /www && echo hello-host > /www/index.html && exec httpd -f -p 127.0.0.1:%d -h /www`, port))
 	ctrID := e.runCtr(podID, pod, cfg)
-	waitFor(t, 20*time.Second, "httpd on the host's loopback", func() (bool, string) {
+	suite.Eventually(t, "httpd on the host's loopback", 20*time.Second, func() (bool, string) {
 		resp, err := e.rt().ExecSync(e.ctx(), &runtime.ExecSyncRequest{ContainerId: ctrID, Timeout: 5,
 			Cmd: []string{"wget", "-q", "-O", "-", fmt.Sprintf("http://127.0.0.1:%d/index.html", port)}})
 		if err != nil {
@@ -421,7 +422,7 @@ func TestStreamStopEndsSessions(t *testing.T) {
 		}
 		return true, string(resp.GetStdout())
 	}
-	waitFor(t, 20*time.Second, "the exec'd sleep", func() (bool, string) {
+	suite.Eventually(t, "the exec'd sleep", 20*time.Second, func() (bool, string) {
 		ok, out := ps()
 		return ok && strings.Contains(out, "sleep 4242"), out
 	})
@@ -430,7 +431,7 @@ func TestStreamStopEndsSessions(t *testing.T) {
 		t.Errorf("exec session ended without an error when the server stopped")
 	}
 	// The new server knows the container once it has read the engine.
-	waitFor(t, 20*time.Second, "the exec'd sleep to be killed", func() (bool, string) {
+	suite.Eventually(t, "the exec'd sleep to be killed", 20*time.Second, func() (bool, string) {
 		ok, out := ps()
 		return ok && !strings.Contains(out, "sleep 4242"), out
 	})

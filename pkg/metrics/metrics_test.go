@@ -17,7 +17,7 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/metrics"
-	"github.com/cri-compose/cri-compose/test/criserver"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // TestMetricsAfterPodLifecycle runs one pod through a real gRPC client on a
@@ -25,11 +25,11 @@ import (
 // text with Prometheus' own parser and checks that the counters moved.
 func TestMetricsAfterPodLifecycle(t *testing.T) {
 	m := metrics.New()
-	env := criserver.Start(t, criserver.Options{GRPC: m.ServerOptions()})
+	env := suite.StartServer(t, suite.ServerOptions{GRPC: m.ServerOptions()})
 	if err := m.Register(env.Docker.Collectors()...); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Register(env.Server.Collectors()...); err != nil {
+	if err := m.Register(env.Srv.Collectors()...); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/tracing"
-	"github.com/cri-compose/cri-compose/test/criserver"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // TestRunPodSandboxTrace collects the spans of one RunPodSandbox with an
@@ -30,7 +30,7 @@ func TestRunPodSandboxTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	env := criserver.Start(t, criserver.Options{
+	env := suite.StartServer(t, suite.ServerOptions{
 		Docker: []dockerapi.Option{dockerapi.WithTracerProvider(tp)},
 		GRPC:   []grpc.ServerOption{tracing.ServerOption(tp)},
 	})

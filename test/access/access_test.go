@@ -49,8 +49,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cri-compose/cri-compose/test/daemon"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // helperEnv makes the test binary a CRI client: it calls Version on the
@@ -64,7 +64,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(readHelperEnv) != "" { // files_test.go
 		os.Exit(readHelper(os.Stdin, os.Stdout))
 	}
-	os.Exit(daemon.Main(m))
+	os.Exit(suite.Main(m))
 }
 
 func dialHelper(sock string) int {
@@ -85,7 +85,7 @@ func dialHelper(sock string) int {
 
 func needEngine(t *testing.T) {
 	t.Helper()
-	eng := daemon.NewEngine(t, "")
+	eng := suite.NewEngine(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if _, err := eng.Ping(ctx); err != nil {
@@ -100,7 +100,7 @@ func TestSocketGroup(t *testing.T) {
 	group, gid := newGroup(t)
 	needEngine(t)
 
-	d := daemon.New(t, daemon.Config{Args: []string{"--socket-group", group}})
+	d := suite.NewDaemon(t, suite.DaemonConfig{Args: []string{"--socket-group", group}})
 	// The folder must let others reach the socket: the socket's own mode
 	// and group are what is under test.
 	if err := os.Chmod(d.Dir, 0o755); err != nil {
@@ -297,7 +297,7 @@ func TestTCPRefusedWithoutMutualTLS(t *testing.T) {
 		"no server key":       {"--tls-cert-file", p.serverCert, "--client-ca-file", p.caFile},
 		"client CA not a PEM": {"--tls-cert-file", p.serverCert, "--tls-private-key-file", p.serverKey, "--client-ca-file", p.serverKey},
 	} {
-		d := daemon.New(t, daemon.Config{NoReady: true, Args: append([]string{"--listen-tcp", "127.0.0.1:0"}, args...)})
+		d := suite.NewDaemon(t, suite.DaemonConfig{NoReady: true, Args: append([]string{"--listen-tcp", "127.0.0.1:0"}, args...)})
 		err := d.StartErr()
 		if err == nil {
 			t.Errorf("%s: cri-compose started", name)
@@ -320,7 +320,7 @@ func TestTCPMutualTLS(t *testing.T) {
 	t.Parallel()
 	needEngine(t)
 	p := newPKI(t)
-	d := daemon.New(t, daemon.Config{Args: []string{"--listen-tcp", "127.0.0.1:0",
+	d := suite.NewDaemon(t, suite.DaemonConfig{Args: []string{"--listen-tcp", "127.0.0.1:0",
 		"--tls-cert-file", p.serverCert, "--tls-private-key-file", p.serverKey, "--client-ca-file", p.caFile}})
 	d.Start()
 	m := tcpAddrRE.FindStringSubmatch(d.Log())

@@ -21,8 +21,8 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
-	"github.com/cri-compose/cri-compose/test/daemon"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // readHelperEnv makes the test binary try, as whoever runs it, to read
@@ -179,14 +179,14 @@ func checkModes(t *testing.T, stateDir string, roots []string, dirMode, composeM
 func TestFilesClosed(t *testing.T) {
 	t.Parallel()
 	group, gid := newGroup(t)
-	eng := daemon.NewEngine(t, "")
+	eng := suite.NewEngine(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if _, err := eng.Ping(ctx); err != nil {
 		images.SkipOrFail(t, "no Docker engine answers at %s: %v", eng.Host(), err)
 	}
 	images.NeedBusybox(t, eng.Client, filesImage)
-	ns := "access-" + daemon.RunID + "-files"
+	ns := "access-" + suite.RunID() + "-files"
 	var network string
 	t.Cleanup(func() { // registered first: runs after the daemon stopped
 		if left := eng.Sweep(ns, network); len(left) > 0 {
@@ -196,7 +196,7 @@ func TestFilesClosed(t *testing.T) {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	secret := "s3cr3t-" + hex.EncodeToString(b)
-	d := daemon.New(t, daemon.Config{Args: []string{"-v=10"}})
+	d := suite.NewDaemon(t, suite.DaemonConfig{Args: []string{"-v=10"}})
 	network = d.Cfg.Network
 	// Others may reach the daemon's folder: the modes of what cri-compose
 	// writes under it are under test.
@@ -260,7 +260,7 @@ func TestFilesClosed(t *testing.T) {
 		if _, err := d.RT.StartContainer(ctx, &runtime.StartContainerRequest{ContainerId: cr.GetContainerId()}); err != nil {
 			t.Fatalf("StartContainer %s: %v", name, err)
 		}
-		daemon.WaitCRILog(t, filepath.Join(p.cfg.GetLogDirectory(), name, "0.log"), "ok uid=65534 DB_PASSWORD="+secret, 30*time.Second)
+		suite.WaitCRILog(t, filepath.Join(p.cfg.GetLogDirectory(), name, "0.log"), "ok uid=65534 DB_PASSWORD="+secret, 30*time.Second)
 		if b, err := os.ReadFile(p.composeFile); err != nil || !strings.Contains(string(b), secret) {
 			t.Fatalf("the compose file %s should hold the secret (it is what is protected): %v", p.composeFile, err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/cri-compose/cri-compose/pkg/pause"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 	"github.com/cri-compose/cri-compose/test/toolcache"
 )
 
@@ -64,12 +65,9 @@ func setup(b *testing.B) *benchEnv {
 }
 
 func newEnv() (*benchEnv, string, error) {
-	root, err := filepath.Abs(filepath.Join("..", ".."))
+	root, err := suite.RepoRoot()
 	if err != nil {
 		return nil, "", err
-	}
-	if _, err := os.Stat(filepath.Join(root, "cmd", "cri-compose")); err != nil {
-		return nil, "", fmt.Errorf("repository root not found from the test's folder: %w", err)
 	}
 	d, err := dockerapi.New("")
 	if err != nil {
@@ -90,11 +88,11 @@ func newEnv() (*benchEnv, string, error) {
 	// The binary and the compose CLI build while the engine is prepared.
 	var wg sync.WaitGroup
 	var buildErr error
-	e.bin = filepath.Join(runDir, "cri-compose")
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		_, buildErr = toolcache.Go(ctx, root, "build", "-o", e.bin, "./cmd/cri-compose")
+		// Without -race whatever the tests run with: it is what is measured.
+		e.bin, buildErr = suite.Binary("cri-compose", false)
 	}()
 	go func() { defer wg.Done(); e.findCompose(ctx) }()
 

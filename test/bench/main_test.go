@@ -19,8 +19,6 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"flag"
 	"fmt"
 	"io"
@@ -35,6 +33,8 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // Sizes and durations, from flags or BENCH_* variables.
@@ -146,9 +146,7 @@ func TestMain(m *testing.M) {
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
 		os.Exit(m.Run()) // `go test ./...`: no benchmark, nothing to set up
 	}
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	runID = hex.EncodeToString(b[:])
+	runID = suite.RunID()
 	var err error
 	if runDir, err = os.MkdirTemp("", "ccbench-"+runID+"-"); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -171,7 +169,7 @@ func TestMain(m *testing.M) {
 	}()
 
 	start := time.Now()
-	code := m.Run()
+	code := suite.Main(m)
 	runCleanups()
 	printSummary(time.Since(start), code != 0)
 	os.Exit(code)

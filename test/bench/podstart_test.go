@@ -30,7 +30,7 @@ import (
 func BenchmarkPodStart(b *testing.B) {
 	e := setup(b)
 	p := startCRI(b, e, "podstart")
-	cri := &criPath{rt: p.rt, ns: e.namespace, logDir: b.TempDir()}
+	cri := &criPath{rt: p.RT, ns: e.namespace, logDir: b.TempDir()}
 	paths := []path{&floorPath{d: e.d, network: e.network, ns: e.namespace}, cri}
 
 	// Warm-up: one pod per path, untimed (first starts pay cold caches).
@@ -45,7 +45,7 @@ func BenchmarkPodStart(b *testing.B) {
 	}
 	composeNote := ""
 	if e.composeCmd != nil {
-		file, err := exportComposeFile(p.state, podConfig(cri.ns, "warm", cri.logDir))
+		file, err := exportComposeFile(p.StateDir, podConfig(cri.ns, "warm", cri.logDir))
 		if err != nil {
 			undo()
 			b.Fatal(err)

@@ -5,120 +5,33 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
-// criProc is cri-compose running as a process of its own (the binary this
-// run built), with a gRPC client on its unix socket.
-type criProc struct {
-	dir, sock, state string
-	cmd              *exec.Cmd
-	exited           chan struct{}
-	conn             *grpc.ClientConn
-	rt               runtime.RuntimeServiceClient
-	stopOnce         sync.Once
-}
-
-// startCRI starts bin/cri-compose on a fresh state dir and socket, serving
+// startCRI starts bin/cri-compose (as a process of its own, so that
+// /proc/<pid> measures it alone) on a fresh state dir and socket, serving
 // pods on the run's network, and waits until it reports ready. It is
 // stopped when b ends (or the run is interrupted); the pods it started are
-// the run's to remove.
-func startCRI(b *testing.B, e *benchEnv, name string) *criProc {
+// the run's to remove, as they keep running when the real service stops.
+func startCRI(b *testing.B, e *benchEnv, name string) *suite.Daemon {
 	b.Helper()
-	p := &criProc{dir: filepath.Join(runDir, name), exited: make(chan struct{})}
-	p.sock, p.state = filepath.Join(p.dir, "cri.sock"), filepath.Join(p.dir, "state")
-	if err := os.MkdirAll(p.dir, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	logf, err := os.Create(filepath.Join(p.dir, "cri-compose.log"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	p.cmd = exec.Command(e.bin, "--listen", "unix://"+p.sock, "--state-dir", p.state,
-		"--network", e.network, "--stream-address", "127.0.0.1:0")
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	// Dies with the benchmark process, whatever ends it.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
-		logf.Close()
-		b.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); logf.Close(); close(p.exited) }()
-	b.Cleanup(p.stop)
-	atExit(p.stop)
-
-	p.conn, err = grpc.NewClient("unix://"+p.sock, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	p.rt = runtime.NewRuntimeServiceClient(p.conn)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		ctx, cancel := ctxTimeout(5 * time.Second)
-		st, err := p.rt.Status(ctx, &runtime.StatusRequest{})
-		cancel()
-		if err == nil && ready(st) {
-			return p
-		}
-		select {
-		case <-p.exited:
-			b.Fatalf("cri-compose exited: %v (log: %s)", p.cmd.ProcessState, tail(filepath.Join(p.dir, "cri-compose.log")))
-		default:
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("cri-compose not ready after 60s: %v %v (log: %s)", st, err, tail(filepath.Join(p.dir, "cri-compose.log")))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func ready(r *runtime.StatusResponse) bool {
-	for _, c := range r.GetStatus().GetConditions() {
-		if c.GetType() == runtime.RuntimeReady {
-			return c.GetStatus()
-		}
-	}
-	return false
-}
-
-func (p *criProc) pid() int { return p.cmd.Process.Pid }
-
-// stop ends the process (SIGTERM, then SIGKILL after 15 s). Its pods keep
-// running, as they do when the real service stops.
-func (p *criProc) stop() {
-	p.stopOnce.Do(func() {
-		if p.conn != nil {
-			p.conn.Close()
-		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(15 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
+	p := suite.NewDaemon(b, suite.DaemonConfig{
+		Bin: e.bin, Dir: runDir, Network: e.network, ReadyTimeout: time.Minute,
+		Args: []string{"--stream-address", "127.0.0.1:0", "-v=0"},
+		GRPC: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20))},
 	})
-}
-
-// tail is the end of a log file, for failures.
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
+	atExit(func() { _, _ = p.Proc.Stop(syscall.SIGTERM) })
+	p.Start()
+	return p
 }
 
 // --- /proc

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/cri"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // BenchmarkScale fills the engine through one cri-compose process with
@@ -45,7 +46,7 @@ func BenchmarkScale(b *testing.B) {
 	// has stopped (it would otherwise chase every removal).
 	b.Cleanup(func() { removeNamespace(e.d, e.namespace) })
 	p := startCRI(b, e, "scale")
-	cp := &criPath{rt: p.rt, ns: e.namespace, logDir: filepath.Join(p.dir, "logs")}
+	cp := &criPath{rt: p.RT, ns: e.namespace, logDir: filepath.Join(p.Dir, "logs")}
 
 	mem := &section{
 		title:  "Memory: cri-compose RSS (VmRSS of its process; each pod = pause + 1 running busybox container)",
@@ -67,7 +68,7 @@ func BenchmarkScale(b *testing.B) {
 	if err := waitCtx(ctx, *flagSettle); err != nil {
 		b.Fatal(err)
 	}
-	rss0, hwm, err := memStatus(p.pid())
+	rss0, hwm, err := memStatus(p.Pid())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func BenchmarkScale(b *testing.B) {
 		have = n
 		// Everything runs and cri-compose knows it.
 		lctx, lcancel := ctxTimeout(time.Minute)
-		r, err := p.rt.ListContainers(lctx, &runtime.ListContainersRequest{Filter: &runtime.ContainerFilter{
+		r, err := p.RT.ListContainers(lctx, &runtime.ListContainersRequest{Filter: &runtime.ContainerFilter{
 			State: &runtime.ContainerStateValue{State: runtime.ContainerState_CONTAINER_RUNNING}}})
 		lcancel()
 		if err != nil || len(r.GetContainers()) != n {
@@ -94,7 +95,7 @@ func BenchmarkScale(b *testing.B) {
 		if err := waitCtx(ctx, *flagSettle); err != nil {
 			b.Fatal(err)
 		}
-		rss, hwm, err := memStatus(p.pid())
+		rss, hwm, err := memStatus(p.Pid())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -110,9 +111,9 @@ func BenchmarkScale(b *testing.B) {
 		for _, rpc := range []string{"ListPodSandbox", "ListContainers"} {
 			l, size, err := listCalls(func(ctx context.Context) (proto.Message, error) {
 				if rpc == "ListPodSandbox" {
-					return p.rt.ListPodSandbox(ctx, &runtime.ListPodSandboxRequest{})
+					return p.RT.ListPodSandbox(ctx, &runtime.ListPodSandboxRequest{})
 				}
-				return p.rt.ListContainers(ctx, &runtime.ListContainersRequest{})
+				return p.RT.ListContainers(ctx, &runtime.ListContainersRequest{})
 			}, *flagListCalls)
 			if err != nil {
 				b.Fatalf("%s: %v", rpc, err)
@@ -229,12 +230,12 @@ func listCalls(call func(context.Context) (proto.Message, error), n int) ([]time
 // containers. It runs only for a measurement: while it runs it follows the
 // pods as p does (events, log pumps of containers that write nothing), and
 // it leaves the pods as they are when stopped.
-func startObserver(e *benchEnv, p *criProc, n int) (*cri.Server, func(), error) {
+func startObserver(e *benchEnv, p *suite.Daemon, n int) (*cri.Server, func(), error) {
 	d, err := dockerapi.New("")
 	if err != nil {
 		return nil, nil, err
 	}
-	srv := cri.NewServer(cri.Config{StateDir: p.state, Network: e.network}, d)
+	srv := cri.NewServer(cri.Config{StateDir: p.StateDir, Network: e.network}, d)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { srv.Run(ctx); close(done) }()
@@ -256,7 +257,7 @@ func startObserver(e *benchEnv, p *criProc, n int) (*cri.Server, func(), error) 
 // handlerLatency calls the list handlers directly on an observer (above).
 // With -bench.profile it also writes the observer's heap and a CPU profile
 // of list calls.
-func handlerLatency(e *benchEnv, p *criProc, n int) (map[string][]time.Duration, error) {
+func handlerLatency(e *benchEnv, p *suite.Daemon, n int) (map[string][]time.Duration, error) {
 	srv, stop, err := startObserver(e, p, n)
 	if err != nil {
 		return nil, err
@@ -353,9 +354,9 @@ func writeHeap(name string) error {
 }
 
 // statsAt measures the cost of stats with n running containers.
-func statsAt(b *testing.B, p *criProc, n int) {
+func statsAt(b *testing.B, p *suite.Daemon, n int) {
 	names := []string{"cri-compose", "dockerd", "containerd"}
-	pids := []int{p.pid(), pidOf("dockerd"), pidOf("containerd")}
+	pids := []int{p.Pid(), pidOf("dockerd"), pidOf("containerd")}
 	for i, pid := range pids {
 		if pid == 0 {
 			fmt.Fprintf(os.Stderr, "[bench] no %s process found: its CPU is reported as 0\n", names[i])
@@ -380,7 +381,7 @@ func statsAt(b *testing.B, p *criProc, n int) {
 	for i := 0; time.Now().Before(end); i++ {
 		cctx, cancel := ctxTimeout(30 * time.Second)
 		t0 := time.Now()
-		r, err := p.rt.ListContainerStats(cctx, &runtime.ListContainerStatsRequest{})
+		r, err := p.RT.ListContainerStats(cctx, &runtime.ListContainerStatsRequest{})
 		d := time.Since(t0)
 		cancel()
 		if err != nil {
@@ -449,7 +450,7 @@ func statsAt(b *testing.B, p *criProc, n int) {
 
 // profileStats profiles an observer (startObserver) while a client polls
 // its ListContainerStats at 1 Hz: the sampler and the handler, in process.
-func profileStats(b *testing.B, p *criProc, n int, poll time.Duration) error {
+func profileStats(b *testing.B, p *suite.Daemon, n int, poll time.Duration) error {
 	srv, stop, err := startObserver(theEnv, p, n)
 	if err != nil {
 		return err

@@ -34,13 +34,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/cri"
-	"github.com/cri-compose/cri-compose/test/daemon"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 var (
@@ -80,7 +78,7 @@ func envDuration(name string, def time.Duration) time.Duration {
 	return def
 }
 
-const image = "localhost/cri-compose/test-busybox:churn"
+const image = suite.Image
 
 // usage is what the process holds at one time.
 type usage struct {
@@ -103,7 +101,7 @@ type env struct {
 	t      *testing.T
 	rt     runtime.RuntimeServiceClient
 	reg    *prometheus.Registry
-	eng    *daemon.Engine
+	eng    *suite.Engine
 	logDir string
 	state  string
 	ns     string
@@ -152,21 +150,20 @@ func TestChurn(t *testing.T) {
 	if *profiles != "" {
 		goruntime.MemProfileRate = 1 // every allocation, for an exact difference
 	}
-	eng := daemon.NewEngine(t, "")
+	eng := suite.NewEngine(t, "")
 	pctx, pcancel := context.WithTimeout(context.Background(), 15*time.Second)
 	_, err := eng.Ping(pctx)
 	pcancel()
 	if err != nil {
 		images.SkipOrFail(t, "no Docker engine answers at %s: %v", eng.Host(), err)
 	}
-	images.NeedBusybox(t, eng.Client, image)
 
 	dir, err := os.MkdirTemp("", "ccchurn-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &env{t: t, eng: eng, logDir: filepath.Join(dir, "logs"), state: filepath.Join(dir, "state"),
-		ns: "churn-" + daemon.RunID, net: "ccchurn-" + daemon.RunID, reg: prometheus.NewRegistry()}
+		ns: "churn-" + suite.RunID(), net: "ccchurn-" + suite.RunID(), reg: prometheus.NewRegistry()}
 	t.Cleanup(func() {
 		if left := eng.Sweep(e.ns, e.net); len(left) > 0 {
 			t.Logf("cleanup removed %d containers the test left", len(left))
@@ -174,26 +171,10 @@ func TestChurn(t *testing.T) {
 		os.RemoveAll(dir)
 	})
 
-	srv := cri.NewServer(cri.Config{StateDir: e.state, Network: e.net}, eng.Client)
-	e.reg.MustRegister(srv.Collectors()...)
-	l, err := cri.Listen("unix://"+filepath.Join(dir, "cri.sock"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	srv.Register(gs)
-	ctx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan struct{})
-	go func() { defer close(runDone); srv.Run(ctx) }()
-	go func() { _ = gs.Serve(l) }()
-	t.Cleanup(func() { cancel(); gs.Stop(); <-runDone })
-	conn, err := grpc.NewClient("unix://"+filepath.Join(dir, "cri.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	e.rt = runtime.NewRuntimeServiceClient(conn)
-	e.waitReady()
+	e.rt = suite.StartServer(t, suite.ServerOptions{
+		Config: cri.Config{StateDir: e.state, Network: e.net},
+		Setup:  func(srv *cri.Server) { e.reg.MustRegister(srv.Collectors()...) },
+	}).RT
 
 	fresh := e.measure()
 	t.Logf("fresh:        %v", fresh)
@@ -269,26 +250,6 @@ func (e *env) settle(base usage, timeout time.Duration) usage {
 			return u
 		}
 		time.Sleep(250 * time.Millisecond)
-	}
-}
-
-func (e *env) waitReady() {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		r, err := e.rt.Status(ctx, &runtime.StatusRequest{})
-		cancel()
-		if err == nil {
-			for _, c := range r.GetStatus().GetConditions() {
-				if c.GetType() == runtime.RuntimeReady && c.GetStatus() {
-					return
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("runtime not ready after 30s: %v %v", err, r)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -420,7 +381,7 @@ func (e *env) checkEngine() {
 	if len(left) > 0 {
 		t.Errorf("%d containers left in the engine", len(left))
 	}
-	if f := daemon.ProjectFolders(e.state); len(f) > 0 {
+	if f := suite.ProjectFolders(e.state); len(f) > 0 {
 		t.Errorf("%d project folders left: %v", len(f), f[:min(len(f), 5)])
 	}
 	if n, err := e.eng.Networks(ctx, e.net); err != nil || n != 1 {

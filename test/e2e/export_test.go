@@ -18,6 +18,7 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // webScript serves /srv on port 8080 and prints its greeting.
@@ -91,7 +92,7 @@ func TestExportRuns(t *testing.T) {
 	writer := strings.TrimSpace(d.crictl("create", pod, writerPath, podPath))
 	d.crictl("start", writer)
 	url := fmt.Sprintf("http://127.0.0.1:%d/index.html", port)
-	waitFor(t, "the pod to serve "+url, 30*time.Second, func() (bool, string) {
+	suite.Eventually(t, "the pod to serve "+url, 30*time.Second, func() (bool, string) {
 		body, err := httpGet(url)
 		return err == nil && body == index, fmt.Sprint(body, err)
 	})
@@ -139,7 +140,7 @@ func TestExportRuns(t *testing.T) {
 	ps := docker(t, exportDir, "compose", "-p", project, "ps")
 	d.transcript.WriteString("$ docker compose -p " + project + " ps\n" + indent(ps))
 	running := map[string]container.InspectResponse{}
-	waitFor(t, "the exported project's three services to run", 30*time.Second, func() (bool, string) {
+	suite.Eventually(t, "the exported project's three services to run", 30*time.Second, func() (bool, string) {
 		list, err := engine.ContainerList(ctx, sandbox.LabelProject+"="+project)
 		if err != nil {
 			return false, err.Error()
@@ -194,7 +195,7 @@ func TestExportRuns(t *testing.T) {
 
 	// The host's files arrived: served on the published port, and read in
 	// the container.
-	waitFor(t, "the export to serve "+url, 30*time.Second, func() (bool, string) {
+	suite.Eventually(t, "the export to serve "+url, 30*time.Second, func() (bool, string) {
 		body, err := httpGet(url)
 		return err == nil && body == index, fmt.Sprint(body, err)
 	})

@@ -5,37 +5,32 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // daemon is one cri-compose process with its own socket, state dir and pod
 // network, restartable on the same ones, and a crictl bound to it.
 type daemon struct {
 	t         *testing.T
+	cc        *suite.Daemon
 	name      string
-	dir       string // under runDir: socket, crictl config, server log
+	dir       string // under runDir: socket, crictl config, server logs
 	sock      string
 	stateDir  string
 	network   string
 	namespace string // pod namespace of every pod this test makes
 	logDir    string // pods' log_directory
 	crictlCfg string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
-	starts int
 
 	transcript strings.Builder // crictl commands of record, and their output
 }
@@ -49,18 +44,15 @@ func newDaemon(t *testing.T, name string) *daemon {
 	if !slices.Contains(daemonNames, name) {
 		t.Fatalf("newDaemon(%q): add the name to daemonNames", name)
 	}
-	dir, err := os.MkdirTemp(runDir, name+"-")
-	if err != nil {
-		t.Fatal(err)
-	}
+	cc := suite.NewDaemon(t, suite.DaemonConfig{
+		Bin: criComposeBin, Dir: runDir, Network: "cce2e-" + runID + "-" + name,
+		Args: []string{"--registry-mirror", "registry.k8s.io=http://" + reg.Host},
+	})
 	d := &daemon{
-		t: t, name: name, dir: dir,
-		sock:      filepath.Join(dir, "cri.sock"),
-		stateDir:  filepath.Join(dir, "state"),
-		network:   "cce2e-" + runID + "-" + name,
+		t: t, cc: cc, name: name, dir: cc.Dir, sock: cc.Sock, stateDir: cc.StateDir, logDir: cc.LogDir,
+		network:   cc.Cfg.Network,
 		namespace: "e2e-" + runID + "-" + name,
-		logDir:    filepath.Join(dir, "pod-logs"),
-		crictlCfg: filepath.Join(dir, "crictl.yaml"),
+		crictlCfg: filepath.Join(cc.Dir, "crictl.yaml"),
 	}
 	cfg := fmt.Sprintf("runtime-endpoint: %s\nimage-endpoint: %s\ntimeout: 120\ndebug: false\npull-image-on-create: false\n",
 		d.endpoint(), d.endpoint())
@@ -72,139 +64,26 @@ func newDaemon(t *testing.T, name string) *daemon {
 	return d
 }
 
-func (d *daemon) endpoint() string { return "unix://" + d.sock }
+func (d *daemon) endpoint() string { return d.cc.Endpoint() }
 
-// start runs cri-compose and waits until it serves the socket and answers
-// crictl version.
+// start runs cri-compose and waits until it reports RuntimeReady (like
+// kubelet, use the runtime only once it has read the engine's pods back)
+// and answers crictl version.
 func (d *daemon) start() {
 	d.t.Helper()
-	d.mu.Lock()
-	d.starts++
-	logPath := filepath.Join(d.dir, fmt.Sprintf("cri-compose.%d.log", d.starts))
-	d.mu.Unlock()
-	logf, err := os.Create(logPath)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	cmd := exec.Command(criComposeBin,
-		"--listen", d.endpoint(),
-		"--state-dir", d.stateDir,
-		"--network", d.network,
-		"--registry-mirror", "registry.k8s.io=http://"+reg.Host,
-		"-v=2")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Never outlive the test binary, even when it dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		d.t.Fatalf("start cri-compose: %v", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(exited)
-	}()
-	d.mu.Lock()
-	d.cmd, d.exited = cmd, exited
-	d.mu.Unlock()
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case <-exited:
-			d.t.Fatalf("cri-compose exited at start (%v):\n%s", cmd.ProcessState, tail(logPath, 40))
-		default:
-		}
-		if c, err := net.DialTimeout("unix", d.sock, time.Second); err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("cri-compose does not serve %s after 30s:\n%s", d.sock, tail(logPath, 40))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	d.cc.Start()
 	if _, err := d.crictlQuiet("version"); err != nil {
-		d.t.Fatalf("crictl version after start: %v\n%s", err, tail(logPath, 40))
+		d.t.Fatalf("crictl version after start: %v\n%s", err, d.cc.LogTail(40))
 	}
-	// Like kubelet, use the runtime only once it says it is ready (it has
-	// read the engine's pods back).
-	waitFor(d.t, "cri-compose to report RuntimeReady", 30*time.Second, func() (bool, string) {
-		out, err := d.crictlQuiet("info", "-o", "json")
-		if err != nil {
-			return false, err.Error()
-		}
-		var info struct {
-			Status struct {
-				Conditions []struct {
-					Type    string `json:"type"`
-					Status  bool   `json:"status"`
-					Reason  string `json:"reason"`
-					Message string `json:"message"`
-				} `json:"conditions"`
-			} `json:"status"`
-		}
-		if err := json.Unmarshal([]byte(out), &info); err != nil {
-			return false, err.Error()
-		}
-		for _, c := range info.Status.Conditions {
-			if c.Type == "RuntimeReady" {
-				return c.Status, fmt.Sprintf("%+v", c)
-			}
-		}
-		return false, "no RuntimeReady condition: " + out
-	})
 }
 
 // stop signals cri-compose and waits for it to exit. After SIGTERM it must
 // exit cleanly (status 0) within 20s.
 func (d *daemon) stop(sig syscall.Signal) {
 	d.t.Helper()
-	d.mu.Lock()
-	cmd, exited := d.cmd, d.exited
-	d.cmd = nil
-	d.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	if err := cmd.Process.Signal(sig); err != nil {
-		d.t.Errorf("signal cri-compose: %v", err)
-	}
-	select {
-	case <-exited:
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-		d.t.Errorf("cri-compose did not exit within 20s of %v", sig)
-	}
-	if sig == syscall.SIGTERM && !cmd.ProcessState.Success() {
-		d.t.Errorf("cri-compose exited with %v after SIGTERM:\n%s", cmd.ProcessState, tail(d.lastLog(), 30))
-	}
-	d.checkRaces()
-}
-
-func (d *daemon) lastLog() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return filepath.Join(d.dir, fmt.Sprintf("cri-compose.%d.log", d.starts))
-}
-
-// checkRaces fails the test when a -race build of cri-compose reported a
-// data race in any of its runs' logs.
-func (d *daemon) checkRaces() {
-	d.t.Helper()
-	logs, _ := filepath.Glob(filepath.Join(d.dir, "cri-compose.*.log"))
-	for _, p := range logs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		if i := bytes.Index(b, []byte("WARNING: DATA RACE")); i >= 0 {
-			d.t.Errorf("cri-compose reported a data race (%s):\n%s", p, b[i:min(len(b), i+8000)])
-			// Report it once.
-			_ = os.Rename(p, p+".race-reported")
-		}
+	st := d.cc.Stop(sig)
+	if sig == syscall.SIGTERM && st != nil && !st.Success() {
+		d.t.Errorf("cri-compose exited with %v after SIGTERM:\n%s", st, d.cc.LogTail(30))
 	}
 }
 
@@ -212,10 +91,7 @@ func (d *daemon) checkRaces() {
 // stops it, and then removes anything left in the engine for its pod
 // namespace, and its network.
 func (d *daemon) cleanup() {
-	d.mu.Lock()
-	running := d.cmd != nil
-	d.mu.Unlock()
-	if running {
+	if d.cc.Proc.Running() {
 		if out, err := d.crictlQuiet("pods", "-q", "--namespace", d.namespace); err == nil {
 			for _, id := range strings.Fields(out) {
 				_, _ = d.crictlQuiet("stopp", id)
@@ -225,9 +101,6 @@ func (d *daemon) cleanup() {
 			}
 		}
 		d.stop(syscall.SIGTERM)
-	}
-	if d.t.Failed() {
-		d.t.Logf("cri-compose log (last run):\n%s", tail(d.lastLog(), 60))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -341,23 +214,6 @@ func (d *daemon) podConfig(name string) map[string]any {
 	}
 }
 
-// waitFor polls cond every 100ms until it holds or timeout passes; then the
-// test fails with what cond last said.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v still waiting for %s; last: %s", timeout, what, state)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // docker runs the docker CLI (with the test's DOCKER_CONFIG, so `docker
 // compose` is the v2 plugin) in dir and returns stdout.
 func docker(t *testing.T, dir string, args ...string) string {
@@ -386,17 +242,4 @@ func dockerE(dir, bin string, args ...string) (string, error) {
 func indent(s string) string {
 	s = strings.TrimRight(s, "\n")
 	return "    " + strings.ReplaceAll(s, "\n", "\n    ") + "\n"
-}
-
-// tail is the last n lines of a file, for failure messages.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Sprintf("(%v)", err)
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

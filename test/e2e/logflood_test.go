@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // floodBytes: 256 MiB in `make test`, where other suites load the machine
@@ -71,7 +72,7 @@ func TestLogFlood(t *testing.T) {
 	ctr := strings.TrimSpace(d.crictl("create", pod, ctrPath, podPath))
 	start := time.Now()
 	d.crictl("start", ctr)
-	waitFor(t, "the container to exit", 10*time.Minute, func() (bool, string) {
+	suite.Eventually(t, "the container to exit", 10*time.Minute, func() (bool, string) {
 		var ci containerInspect
 		d.crictlJSON(&ci, "inspect", ctr)
 		return ci.Status.State == "CONTAINER_EXITED", ci.Status.State
@@ -106,7 +107,7 @@ func TestLogLastLine(t *testing.T) {
 		})
 		ctr := strings.TrimSpace(d.crictl("create", pod, ctrPath, podPath))
 		d.crictl("start", ctr)
-		waitFor(t, "the container to exit", time.Minute, func() (bool, string) {
+		suite.Eventually(t, "the container to exit", time.Minute, func() (bool, string) {
 			var ci containerInspect
 			d.crictlJSON(&ci, "inspect", ctr)
 			return ci.Status.State == "CONTAINER_EXITED", ci.Status.State

@@ -66,7 +66,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: run %s ready in %v (engine %s, registry %s)\n",
 			runID, time.Since(start).Round(time.Millisecond), engine.Host(), reg.Host)
 	}
-	code := m.Run()
+	code := suite.Main(m)
 	cleanup()
 	return code
 }
@@ -96,10 +96,10 @@ func setup() (cleanup func()) {
 
 	runID = suite.RunID()
 	var err error
-	if repoRoot, err = suite.RepoRoot("cri-compose"); err != nil {
+	if repoRoot, err = suite.RepoRoot(); err != nil {
 		return fail(err)
 	}
-	if engine, setupSkip, err = suite.Engine(); err != nil {
+	if engine, setupSkip, err = images.Connect(); err != nil {
 		return fail(err)
 	}
 	undo = append(undo, func() { engine.Close() })
@@ -144,15 +144,10 @@ func setup() (cleanup func()) {
 		composeBin              string
 		crictlTook, composeTook time.Duration
 	)
-	criComposeBin = filepath.Join(runDir, "cri-compose")
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		flags := []string{"build", "-o", criComposeBin}
-		if raceEnabled {
-			flags = append(flags, "-race")
-		}
-		_, buildErr = goCmd(ctx, repoRoot, append(flags, "./cmd/cri-compose")...)
+		criComposeBin, buildErr = suite.Binary("cri-compose", suite.RaceEnabled)
 	}()
 	go func() {
 		defer wg.Done()

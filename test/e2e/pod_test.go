@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // counterScript prints "line 1" … "line 5" at once, then one more numbered
@@ -67,7 +68,7 @@ func TestPodLife(t *testing.T) {
 	d.crictl("start", ctr)
 
 	logPath := filepath.Join(d.logDir, "counter.log")
-	waitFor(t, "lines 1-5 in the CRI log file", 30*time.Second, func() (bool, string) {
+	suite.Eventually(t, "lines 1-5 in the CRI log file", 30*time.Second, func() (bool, string) {
 		recs, err := readCRILog(logPath)
 		if err != nil {
 			return false, err.Error()
@@ -148,7 +149,7 @@ func TestPodLife(t *testing.T) {
 		if want-len(down) < 5 {
 			t.Errorf("the container wrote only %d lines while cri-compose was down, want 5 or more", want-len(down))
 		}
-		waitFor(t, "the CRI log to catch up after the restart", 30*time.Second, func() (bool, string) {
+		suite.Eventually(t, "the CRI log to catch up after the restart", 30*time.Second, func() (bool, string) {
 			recs, err := readCRILog(logPath)
 			if err != nil {
 				return false, err.Error()
@@ -276,7 +277,7 @@ func TestExitCode(t *testing.T) {
 	ctr := strings.TrimSpace(d.crictl("create", pod, ctrPath, podPath))
 	d.crictl("start", ctr)
 	var ci containerInspect
-	waitFor(t, "the container to exit", 30*time.Second, func() (bool, string) {
+	suite.Eventually(t, "the container to exit", 30*time.Second, func() (bool, string) {
 		out, err := d.crictlQuiet("inspect", "-o", "json", ctr)
 		if err != nil {
 			return false, err.Error()
@@ -459,7 +460,7 @@ func TestTwoRuntimesOneEngine(t *testing.T) {
 	ctr := strings.TrimSpace(a.crictl("create", pod, ctrPath, podPath))
 	a.crictl("start", ctr)
 	logPath := filepath.Join(a.logDir, "counter.log")
-	waitFor(t, "the first lines in the CRI log file", 30*time.Second, func() (bool, string) {
+	suite.Eventually(t, "the first lines in the CRI log file", 30*time.Second, func() (bool, string) {
 		recs, err := readCRILog(logPath)
 		return err == nil && len(recs) >= 5, tailRecords(recs)
 	})

@@ -11,11 +11,6 @@ import (
 // the tool cache (test/toolcache: os.UserCacheDir()/cri-compose/tools) and
 // reused by every later run: only the first run pays.
 
-// goCmd runs the go command in dir and returns its trimmed stdout.
-func goCmd(ctx context.Context, dir string, args ...string) (string, error) {
-	return toolcache.Go(ctx, dir, args...)
-}
-
 // buildCrictl returns crictl at the version the main go.mod requires,
 // from the tool cache.
 func buildCrictl(ctx context.Context) (string, time.Duration, error) {

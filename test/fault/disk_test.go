@@ -2,69 +2,22 @@ package fault
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/cri/crilog"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
-	"github.com/cri-compose/cri-compose/test/daemon"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
-
-// smallDisk mounts a tmpfs of size on dir (made if missing) for the rest
-// of the test: a filesystem the test can fill (fillDisk). Needs root.
-func smallDisk(t *testing.T, dir, size string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small filesystem needs root")
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size="+size+",mode=0755"); err != nil {
-		t.Fatalf("mount a tmpfs on %s: %v", dir, err)
-	}
-	// Detached, not unmounted: it may still be in use by the daemon,
-	// which stops after this cleanup; the kernel frees it once unused.
-	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
-}
-
-// fillDisk writes a file at path until its filesystem is full; removing
-// it makes room again.
-func fillDisk(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := make([]byte, 64*1024)
-	for {
-		if _, err := f.Write(b); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatal(err)
-			}
-			break
-		}
-	}
-	// Small writes still fit in what a big one left over.
-	for {
-		if _, err := f.Write(b[:1]); err != nil {
-			return
-		}
-	}
-}
 
 // fastCounterCmd prints "line N" fifty times a second.
 var fastCounterCmd = []string{"sh", "-c", "i=0; while true; do echo line $i; i=$((i+1)); sleep 0.02; done"}
@@ -100,18 +53,6 @@ func counterLines(t *testing.T, path string) []int {
 	return out
 }
 
-// waitFor polls cond every 50 ms until it holds, failing t after timeout.
-func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: still not %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func (k *kube) metric(name string) float64 {
 	k.t.Helper()
 	v, err := k.d.Metric(name)
@@ -130,9 +71,9 @@ func (k *kube) metric(name string) float64 {
 // once there is room, every line in it whole.
 func TestLogDiskFull(t *testing.T) {
 	t.Parallel()
-	k := newKube(t, "", daemon.Config{Metrics: true})
+	k := newKube(t, "", suite.DaemonConfig{Metrics: true})
 	full, calm := k.podConfig("full", 0), k.podConfig("calm", 0)
-	smallDisk(t, full.GetLogDirectory(), "4m")
+	suite.Tmpfs(t, full.GetLogDirectory(), "4m")
 	k.d.Start()
 	pid := k.d.Pid()
 	counter := func(pod *runtime.PodSandboxConfig) (string, string, string) {
@@ -148,12 +89,13 @@ func TestLogDiskFull(t *testing.T) {
 	waitCounter(t, fullLog, 5, 20*time.Second)
 
 	filler := filepath.Join(full.GetLogDirectory(), "filler")
-	fillDisk(t, filler)
+	suite.FillDisk(t, filler)
 	filledAt := time.Now()
 	calmBefore := len(counterLines(t, calmLog))
 	// Lines go on filling the last block of the file, then are dropped.
-	waitFor(t, "20 lines dropped", 20*time.Second, func() bool {
-		return k.metric("cri_compose_log_dropped_lines_total") >= 20
+	suite.Eventually(t, "20 lines dropped", 20*time.Second, func() (bool, string) {
+		n := k.metric("cri_compose_log_dropped_lines_total")
+		return n >= 20, fmt.Sprintf("%v dropped", n)
 	})
 	t.Logf("20 lines dropped %v after the disk filled", time.Since(filledAt).Round(time.Millisecond))
 	before := counterLines(t, fullLog)
@@ -166,8 +108,9 @@ func TestLogDiskFull(t *testing.T) {
 	if st := ctrState(k, fullCtr); st != runtime.ContainerState_CONTAINER_RUNNING {
 		t.Errorf("the container whose log is full: %v, want RUNNING", st)
 	}
-	waitFor(t, "the other pod's log grown by 20 lines", 10*time.Second, func() bool {
-		return len(counterLines(t, calmLog)) >= calmBefore+20
+	suite.Eventually(t, "the other pod's log grown by 20 lines", 10*time.Second, func() (bool, string) {
+		n := len(counterLines(t, calmLog))
+		return n >= calmBefore+20, fmt.Sprintf("%d lines, %d before", n, calmBefore)
 	})
 	ctx, cancel := context.WithTimeout(k.ctx, 5*time.Second)
 	defer cancel()
@@ -193,9 +136,9 @@ func TestLogDiskFull(t *testing.T) {
 	}
 	freedAt := time.Now()
 	var after []int
-	waitFor(t, "new lines in the log once there is room", 15*time.Second, func() bool {
+	suite.Eventually(t, "new lines in the log once there is room", 15*time.Second, func() (bool, string) {
 		after = counterLines(t, fullLog)
-		return len(after) >= len(before)+5
+		return len(after) >= len(before)+5, fmt.Sprintf("%d lines, %d before", len(after), len(before))
 	})
 	t.Logf("the log took lines again %v after room was made", time.Since(freedAt).Round(time.Millisecond))
 	dropped := k.metric("cri_compose_log_dropped_lines_total")
@@ -237,8 +180,8 @@ func TestLogDiskFull(t *testing.T) {
 // there is room they work again.
 func TestStateDirFull(t *testing.T) {
 	t.Parallel()
-	k := newKube(t, "", daemon.Config{})
-	smallDisk(t, k.d.StateDir, "4m")
+	k := newKube(t, "", suite.DaemonConfig{})
+	suite.Tmpfs(t, k.d.StateDir, "4m")
 	k.d.Start()
 	id, ctrs := k.runWith(k.podConfig("before", 0), "app")
 	want := map[string][]string{id: ctrs}
@@ -249,7 +192,7 @@ func TestStateDirFull(t *testing.T) {
 	}
 
 	filler := filepath.Join(k.d.StateDir, "filler")
-	fillDisk(t, filler)
+	suite.FillDisk(t, filler)
 	ctx, cancel := context.WithTimeout(k.ctx, 30*time.Second)
 	defer cancel()
 	wantFull := func(what string, err error) {

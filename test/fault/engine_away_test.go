@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cri-compose/cri-compose/test/daemon"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // engineProxy forwards a unix socket to the engine's, and can be cut: the
@@ -161,16 +161,16 @@ func TestEngineAway(t *testing.T) {
 	}
 	p := newEngineProxy(t, dir)
 	p.serve(t)
-	k := newKube(t, "", daemon.Config{DockerHost: p.host()})
+	k := newKube(t, "", suite.DaemonConfig{DockerHost: p.host()})
 	k.d.Start()
 	pid := k.d.Pid()
 	id, ctrs := k.runWith(k.podConfig("web", 0), "app", "victim")
 	app, victim := ctrs[0], ctrs[1]
-	daemon.WaitCRILog(t, filepath.Join(k.pods[id].GetLogDirectory(), "app", "0.log"), "started app", 15*time.Second)
+	suite.WaitCRILog(t, filepath.Join(k.pods[id].GetLogDirectory(), "app", "0.log"), "started app", 15*time.Second)
 
 	p.cut()
 	cutAt := time.Now()
-	waitReady(t, k, false, 10*time.Second)
+	k.d.WaitReadyIs(false, 10*time.Second)
 	t.Logf("Status reported not ready %v after the engine went away", time.Since(cutAt).Round(time.Millisecond))
 
 	ctx, cancel := context.WithTimeout(k.ctx, 30*time.Second)
@@ -206,7 +206,7 @@ func TestEngineAway(t *testing.T) {
 
 	p.serve(t)
 	backAt := time.Now()
-	waitReady(t, k, true, 20*time.Second)
+	k.d.WaitReadyIs(true, 20*time.Second)
 	t.Logf("Status reported ready %v after the engine came back", time.Since(backAt).Round(time.Millisecond))
 	if k.d.Pid() != pid {
 		t.Fatalf("cri-compose was restarted (pid %d, now %d)", pid, k.d.Pid())
@@ -221,22 +221,6 @@ func TestEngineAway(t *testing.T) {
 	id2, ctrs2 := k.runWith(k.podConfig("new", 0), "app")
 	k.expect("after the engine came back", map[string][]string{id: ctrs, id2: ctrs2})
 	k.teardown()
-}
-
-// waitReady polls Status until RuntimeReady is want.
-func waitReady(t *testing.T, k *kube, want bool, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := k.d.Ready()
-		if ok == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Status RuntimeReady still %v after %v (%s)\n%s", ok, timeout, why, k.d.LogTail(30))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // waitState polls ContainerStatus until the container is in state.

@@ -11,8 +11,8 @@ import (
 
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cri-compose/cri-compose/test/daemon"
 	"github.com/cri-compose/cri-compose/test/privengine"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // counterCmd prints "line N" ten times a second, so a gap or a repeat in
@@ -48,7 +48,7 @@ func checkCounter(t *testing.T, path string, atLeast int) int {
 // waitCounter waits until the counter's log reaches line n.
 func waitCounter(t *testing.T, path string, n int, timeout time.Duration) {
 	t.Helper()
-	daemon.WaitCRILog(t, path, fmt.Sprintf("stdout F line %d\n", n), timeout)
+	suite.WaitCRILog(t, path, fmt.Sprintf("stdout F line %d\n", n), timeout)
 }
 
 // TestEngineRestart: the Docker engine restarts while pods run. With
@@ -60,7 +60,7 @@ func waitCounter(t *testing.T, path string, n int, timeout time.Duration) {
 func TestEngineRestart(t *testing.T) {
 	t.Parallel()
 	pe := privengine.Start(t, privengine.Options{LiveRestore: true})
-	k := newKube(t, pe.Host(), daemon.Config{DockerHost: pe.Host(), NetworkSubnet: pe.Subnet()})
+	k := newKube(t, pe.Host(), suite.DaemonConfig{DockerHost: pe.Host(), NetworkSubnet: pe.Subnet()})
 	k.d.Start()
 	pid := k.d.Pid()
 
@@ -76,10 +76,10 @@ func TestEngineRestart(t *testing.T) {
 	// 1. Restart with live-restore: the pod runs on.
 	t0 := time.Now()
 	pe.Stop()
-	waitReady(t, k, false, 10*time.Second)
+	k.d.WaitReadyIs(false, 10*time.Second)
 	time.Sleep(time.Second) // the counter writes on while the engine is down
 	pe.StartDaemon(true)
-	waitReady(t, k, true, 30*time.Second)
+	k.d.WaitReadyIs(true, 30*time.Second)
 	t.Logf("live-restore restart: ready again %v after the engine stopped", time.Since(t0).Round(time.Millisecond))
 	if st := podState(k, id); st != runtime.PodSandboxState_SANDBOX_READY {
 		t.Errorf("pod after a live-restore restart: %v, want READY", st)
@@ -94,9 +94,9 @@ func TestEngineRestart(t *testing.T) {
 
 	// 2. Restart without live-restore: the engine stops the pod.
 	pe.Stop()
-	waitReady(t, k, false, 10*time.Second)
+	k.d.WaitReadyIs(false, 10*time.Second)
 	pe.StartDaemon(false)
-	waitReady(t, k, true, 30*time.Second)
+	k.d.WaitReadyIs(true, 30*time.Second)
 	waitState(t, k, c, runtime.ContainerState_CONTAINER_EXITED, 15*time.Second)
 	if st := podState(k, id); st != runtime.PodSandboxState_SANDBOX_NOTREADY {
 		t.Errorf("pod after a restart that stopped it: %v, want NOTREADY", st)

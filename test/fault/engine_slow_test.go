@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/cri-compose/cri-compose/test/daemon"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // engineLatency is how much later every request reaches the engine while
@@ -45,13 +45,13 @@ func TestEngineSlow(t *testing.T) {
 	}
 	p := newEngineProxy(t, dir)
 	p.serve(t)
-	k := newKube(t, "", daemon.Config{DockerHost: p.host(), Metrics: true})
+	k := newKube(t, "", suite.DaemonConfig{DockerHost: p.host(), Metrics: true})
 	k.d.Start()
 	pid := k.d.Pid()
 	id, ctrs := k.runWith(k.podConfig("web", 0), "app", "victim")
 	app, victim := ctrs[0], ctrs[1]
 	created := k.create(id, ctrConfig("later", 0))
-	daemon.WaitCRILog(t, filepath.Join(k.pods[id].GetLogDirectory(), "app", "0.log"), "started app", 15*time.Second)
+	suite.WaitCRILog(t, filepath.Join(k.pods[id].GetLogDirectory(), "app", "0.log"), "started app", 15*time.Second)
 	g0, f0 := k.goroutines(), k.fds(pid)
 	t.Logf("before: %d goroutines, %d file descriptors", g0, f0)
 
@@ -176,7 +176,7 @@ func TestEngineSlow(t *testing.T) {
 
 	// The engine is fast again: everything works.
 	p.setLatency(0)
-	waitReady(t, k, true, 20*time.Second)
+	k.d.WaitReadyIs(true, 20*time.Second)
 	k.settle("the engine to catch up", 15*time.Second)
 	k.consistent("once the engine is fast again")
 	k.runWith(k.podConfig("after", 0), "app")
@@ -185,7 +185,7 @@ func TestEngineSlow(t *testing.T) {
 	// (network, pause image) at its pace, and Status keeps its deadline
 	// meanwhile.
 	p.cut()
-	waitReady(t, k, false, 10*time.Second)
+	k.d.WaitReadyIs(false, 10*time.Second)
 	p.setLatency(engineLatency)
 	p.serve(t)
 	backAt := time.Now()
@@ -205,7 +205,7 @@ func TestEngineSlow(t *testing.T) {
 		t.Errorf("Status took %v with a deadline of %v while the engine came back crawling", worst, rpcDeadline)
 	}
 	p.setLatency(0)
-	waitReady(t, k, true, 30*time.Second)
+	k.d.WaitReadyIs(true, 30*time.Second)
 	if k.d.Pid() != pid {
 		t.Fatalf("cri-compose was restarted (pid %d, now %d)", pid, k.d.Pid())
 	}

@@ -38,7 +38,7 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/cri"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
-	"github.com/cri-compose/cri-compose/test/daemon"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 func TestMain(m *testing.M) {
@@ -55,7 +55,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := daemon.Main(m)
+	code := suite.Main(m)
 	if s := stop(); s != "" {
 		fmt.Fprintln(os.Stderr, s)
 	}
@@ -71,7 +71,7 @@ func (k *kube) crash(step string, call func() error) {
 		k.t.Fatalf("failpoint %s: the request succeeded: the step was never reached", step)
 	}
 	st := k.d.WaitExit(30 * time.Second)
-	if !daemon.KilledBySIGKILL(st) {
+	if !suite.KilledBySIGKILL(st) {
 		k.t.Fatalf("failpoint %s: request failed with %v, and cri-compose %v, want killed by SIGKILL there\n%s",
 			step, err, st, k.d.LogTail(30))
 	}
@@ -187,7 +187,7 @@ func TestKillAtStep(t *testing.T) {
 			if st := ctrState(k, c); st != runtime.ContainerState_CONTAINER_RUNNING {
 				k.t.Errorf("container after the restart: %v, want RUNNING", st)
 			}
-			daemon.WaitCRILog(k.t, filepath.Join(k.pods[id].GetLogDirectory(), "app", "0.log"), "stdout F started app", 15*time.Second)
+			suite.WaitCRILog(k.t, filepath.Join(k.pods[id].GetLogDirectory(), "app", "0.log"), "stdout F started app", 15*time.Second)
 			k.expect("after the restart", map[string][]string{id: {c}})
 		},
 		// Killed amid StopPodSandbox: kubelet stops again and removes.
@@ -206,7 +206,7 @@ func TestKillAtStep(t *testing.T) {
 		t.Run(step, func(t *testing.T) {
 			t.Parallel()
 			start := time.Now()
-			k := newKube(t, "", daemon.Config{})
+			k := newKube(t, "", suite.DaemonConfig{})
 			k.d.Start(cri.FailpointEnv + "=" + step)
 			f(k)
 			k.teardown()

@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
-	"github.com/cri-compose/cri-compose/test/daemon"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // image is the busybox image the containers run.
@@ -29,7 +29,7 @@ const image = "localhost/cri-compose/test-busybox:fault"
 var imageOnce sync.Map // engine host → error of loading busybox into it
 
 // needImage loads busybox into eng once per test process.
-func needImage(t *testing.T, eng *daemon.Engine) {
+func needImage(t *testing.T, eng *suite.Engine) {
 	t.Helper()
 	v, _ := imageOnce.LoadOrStore(eng.Host(), &sync.Once{})
 	v.(*sync.Once).Do(func() { images.NeedBusybox(t, eng.Client, image) })
@@ -37,8 +37,8 @@ func needImage(t *testing.T, eng *daemon.Engine) {
 
 type kube struct {
 	t   *testing.T
-	d   *daemon.Daemon
-	eng *daemon.Engine
+	d   *suite.Daemon
+	eng *suite.Engine
 	ns  string
 	ctx context.Context
 
@@ -53,9 +53,9 @@ var nsSeq struct {
 // newKube prepares a daemon (not started) on the engine at host and a pod
 // namespace of its own; everything they leave in the engine is removed
 // when t ends, after the daemon has stopped.
-func newKube(t *testing.T, host string, cfg daemon.Config) *kube {
+func newKube(t *testing.T, host string, cfg suite.DaemonConfig) *kube {
 	t.Helper()
-	eng := daemon.NewEngine(t, host)
+	eng := suite.NewEngine(t, host)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	if _, err := eng.Ping(ctx); err != nil {
 		cancel()
@@ -64,7 +64,7 @@ func newKube(t *testing.T, host string, cfg daemon.Config) *kube {
 	needImage(t, eng)
 	nsSeq.Lock()
 	nsSeq.n++
-	ns := fmt.Sprintf("fault-%s-%d", daemon.RunID, nsSeq.n)
+	ns := fmt.Sprintf("fault-%s-%d", suite.RunID(), nsSeq.n)
 	nsSeq.Unlock()
 	k := &kube{t: t, eng: eng, ns: ns, ctx: ctx, pods: map[string]*runtime.PodSandboxConfig{}}
 	var network string
@@ -74,7 +74,7 @@ func newKube(t *testing.T, host string, cfg daemon.Config) *kube {
 			t.Logf("cleanup removed containers the test left: %v", left)
 		}
 	})
-	k.d = daemon.New(t, cfg)
+	k.d = suite.NewDaemon(t, cfg)
 	network = k.d.Cfg.Network
 	return k
 }

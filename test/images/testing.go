@@ -3,12 +3,12 @@ package images
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
-	"github.com/cri-compose/cri-compose/test/suite"
 	"github.com/moby/moby/api/types/container"
 )
 
@@ -32,11 +32,28 @@ func SkipOrFail(t testing.TB, format string, args ...any) {
 	t.Skipf(format, args...)
 }
 
+// Connect connects to the engine at DOCKER_HOST or the default socket and
+// pings it, for a suite's TestMain. When none answers, skip says so (and
+// how to start one); the client is returned either way, for the caller to
+// close.
+func Connect() (c *dockerapi.Client, skip string, err error) {
+	c, err = dockerapi.New("")
+	if err != nil {
+		return nil, "", fmt.Errorf("docker client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if _, err := c.Ping(ctx); err != nil {
+		skip = fmt.Sprintf("no Docker engine answers at %s (bash hack/ensure-docker.sh starts one): %v", c.Host(), err)
+	}
+	return c, skip, nil
+}
+
 // Engine returns a client of the engine at DOCKER_HOST or the default socket,
 // closed when t ends. When no engine answers it skips t, or fails it in CI.
 func Engine(t testing.TB) *dockerapi.Client {
 	t.Helper()
-	c, skip, err := suite.Engine()
+	c, skip, err := Connect()
 	if err != nil {
 		t.Fatal(err)
 	}

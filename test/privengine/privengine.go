@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
-	"github.com/cri-compose/cri-compose/test/daemon"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // Engine is a Docker engine of the test's own, beside the
@@ -267,7 +267,7 @@ func (e *Engine) Stop() {
 // and removes its folder and bridge.
 func (e *Engine) destroy() {
 	if e.cmd != nil {
-		eng := daemon.NewEngine(e.t, e.Host())
+		eng := suite.NewEngine(e.t, e.Host())
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		list, _ := eng.ContainerList(ctx)
 		for _, c := range list {

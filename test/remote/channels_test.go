@@ -9,8 +9,8 @@ import (
 	"github.com/moby/moby/api/types/container"
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
-	"github.com/cri-compose/cri-compose/test/daemon"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // manyStreams: cri-compose keeps a follow-logs stream open per running
@@ -18,11 +18,11 @@ import (
 // connection; sshd must not cap them (MaxSessions counts sessions, not
 // forwarded channels). 40 streams at once, then a call still answers.
 func manyStreams(t *testing.T, h *host) {
-	eng := daemon.NewEngine(t, h.pe.Host())
+	eng := suite.NewEngine(t, h.pe.Host())
 	images.NeedBusybox(t, eng.Client, image)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	id, err := eng.ContainerCreate(ctx, "remote-streams-"+daemon.RunID,
+	id, err := eng.ContainerCreate(ctx, "remote-streams-"+suite.RunID(),
 		&container.Config{Image: image, Cmd: []string{"sh", "-c", "while true; do echo tick; sleep 0.2; done"}},
 		&container.HostConfig{NetworkMode: "none"}, nil)
 	if err != nil {

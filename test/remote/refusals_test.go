@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
-	"github.com/cri-compose/cri-compose/test/daemon"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // refusals: what must not connect does not, over the real sshd and the
@@ -59,14 +59,14 @@ func refusals(t *testing.T, h *host) {
 	}
 
 	// cri-compose with an unknown host key: up, not ready, and says why.
-	d := daemon.New(t, daemon.Config{DockerHost: h.sshURL, Args: []string{"--ssh-known-hosts", empty, "--ssh-identity-file", h.identity}, NoReady: true})
+	d := suite.NewDaemon(t, suite.DaemonConfig{DockerHost: h.sshURL, Args: []string{"--ssh-known-hosts", empty, "--ssh-identity-file", h.identity}, NoReady: true})
 	d.Start()
 	ok, why := d.Ready()
 	if ok || !strings.Contains(why, "key is unknown") {
 		t.Errorf("cri-compose with an unknown host key: ready %v (%s), want not ready because of the key", ok, why)
 	}
 	// A wrong client certificate: the same.
-	d2 := daemon.New(t, daemon.Config{DockerHost: h.tlsURL, Args: []string{"--docker-cert-path", h.rogueDir}, NoReady: true})
+	d2 := suite.NewDaemon(t, suite.DaemonConfig{DockerHost: h.tlsURL, Args: []string{"--docker-cert-path", h.rogueDir}, NoReady: true})
 	d2.Start()
 	if ok, why := d2.Ready(); ok || !strings.Contains(why, "certificate") {
 		t.Errorf("cri-compose with a wrong client certificate: ready %v (%s), want not ready because of it", ok, why)

@@ -28,13 +28,13 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
-	"github.com/cri-compose/cri-compose/test/daemon"
 	"github.com/cri-compose/cri-compose/test/forward"
 	"github.com/cri-compose/cri-compose/test/images"
 	"github.com/cri-compose/cri-compose/test/sshhost"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
-func TestMain(m *testing.M) { os.Exit(daemon.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(suite.Main(m)) }
 
 // image is the busybox image the pods run, loaded into the private engine.
 const image = "localhost/cri-compose/test-busybox:remote"
@@ -43,8 +43,8 @@ const image = "localhost/cri-compose/test-busybox:remote"
 type kube struct {
 	t   testing.TB
 	h   *host
-	d   *daemon.Daemon
-	eng *daemon.Engine // the private engine over its socket, to check it
+	d   *suite.Daemon
+	eng *suite.Engine // the private engine over its socket, to check it
 	ctx context.Context
 	ns  string
 }
@@ -57,23 +57,23 @@ var nsSeq struct {
 // newKube starts cri-compose on endpoint (with args) against h's engine.
 func newKube(t testing.TB, h *host, endpoint string, args ...string) *kube {
 	t.Helper()
-	eng := daemon.NewEngine(t, h.pe.Host())
+	eng := suite.NewEngine(t, h.pe.Host())
 	images.NeedBusybox(t, eng.Client, image)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	nsSeq.Lock()
 	nsSeq.n++
-	ns := fmt.Sprintf("remote-%s-%d", daemon.RunID, nsSeq.n)
+	ns := fmt.Sprintf("remote-%s-%d", suite.RunID(), nsSeq.n)
 	nsSeq.Unlock()
 	// One pod network for every run on this engine (one subnet); the
 	// engine goes at the end of the test with everything in it.
-	network := "ccr-" + daemon.RunID
+	network := "ccr-" + suite.RunID()
 	t.Cleanup(func() {
 		defer cancel()
 		if left := eng.Sweep(ns, ""); len(left) > 0 {
 			t.Logf("cleanup removed containers the test left: %v", left)
 		}
 	})
-	d := daemon.New(t, daemon.Config{DockerHost: endpoint, Network: network, NetworkSubnet: h.pe.Subnet(), Args: args})
+	d := suite.NewDaemon(t, suite.DaemonConfig{DockerHost: endpoint, Network: network, NetworkSubnet: h.pe.Subnet(), Args: args})
 	d.Start()
 	return &kube{t: t, h: h, d: d, eng: eng, ctx: ctx, ns: ns}
 }
@@ -135,7 +135,7 @@ func (k *kube) scenario() {
 	}
 	c := k.create(id, pod, ctr)
 	k.start(c)
-	daemon.WaitCRILog(t, filepath.Join(pod.GetLogDirectory(), "web", "0.log"), "stdout F started web", 20*time.Second)
+	suite.WaitCRILog(t, filepath.Join(pod.GetLogDirectory(), "web", "0.log"), "stdout F started web", 20*time.Second)
 	if got := k.exec(c, "cat", "/etc/cfg/greeting"); got != "hello" {
 		t.Errorf("staged folder: /etc/cfg/greeting holds %q, want hello", got)
 	}
@@ -177,7 +177,7 @@ func (k *kube) tunnelDrop() {
 
 	t0 := time.Now()
 	k.h.sshd.Stop()
-	k.waitReady(false, 30*time.Second)
+	k.d.WaitReadyIs(false, 30*time.Second)
 	t.Logf("tunnel dropped: not ready after %v", time.Since(t0).Round(time.Millisecond))
 	_, err := k.d.RT.RunPodSandbox(k.ctx, &runtime.RunPodSandboxRequest{Config: k.podConfig("never")})
 	if code := status.Code(err); code != codes.Unavailable {
@@ -189,7 +189,7 @@ func (k *kube) tunnelDrop() {
 	}
 	t1 := time.Now()
 	k.h.sshd.Start()
-	k.waitReady(true, 30*time.Second)
+	k.d.WaitReadyIs(true, 30*time.Second)
 	t.Logf("tunnel back: ready after %v", time.Since(t1).Round(time.Millisecond))
 	if got := k.exec(c, "echo", "again"); got != "again" {
 		t.Errorf("exec after the tunnel came back: %q", got)
@@ -243,7 +243,7 @@ func (k *kube) tunnelHang() {
 	if !strings.Contains(k.d.Log(), "keepalive unanswered") {
 		t.Errorf("cri-compose's log does not say the keepalive gave up on the frozen connection")
 	}
-	k.waitReady(true, 30*time.Second)
+	k.d.WaitReadyIs(true, 30*time.Second)
 	if k.d.Pid() != pid {
 		t.Fatalf("cri-compose was restarted (pid %d, now %d)", pid, k.d.Pid())
 	}
@@ -256,14 +256,14 @@ func (k *kube) engineAway() {
 	t := k.t
 	pid := k.d.Pid()
 	k.h.pe.Stop()
-	k.waitReady(false, 30*time.Second)
+	k.d.WaitReadyIs(false, 30*time.Second)
 	_, err := k.d.RT.RunPodSandbox(k.ctx, &runtime.RunPodSandboxRequest{Config: k.podConfig("never2")})
 	if code := status.Code(err); code != codes.Unavailable {
 		t.Errorf("RunPodSandbox with the engine stopped: %v (%v), want Unavailable", code, err)
 	}
 	t0 := time.Now()
 	k.h.pe.StartDaemon(false)
-	k.waitReady(true, 60*time.Second)
+	k.d.WaitReadyIs(true, 60*time.Second)
 	t.Logf("engine back: ready after %v", time.Since(t0).Round(time.Millisecond))
 	pod := k.podConfig("after")
 	id := k.run(pod)
@@ -411,21 +411,6 @@ func (k *kube) waitExec(id, want string, timeout time.Duration, cmd ...string) {
 			k.t.Fatalf("%v still prints %q after %v, want %q", cmd, got, timeout, want)
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func (k *kube) waitReady(want bool, timeout time.Duration) {
-	k.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := k.d.Ready()
-		if ok == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			k.t.Fatalf("Status RuntimeReady still %v after %v (%s)\n%s", ok, timeout, why, k.d.LogTail(30))
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -17,24 +17,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
-// waitFor polls cond every 100 ms until it holds, failing t after d with
-// cond's last word on why not.
+// waitFor polls cond until it holds, failing t after d with cond's last
+// word on why not, and vk-cri's log.
 func waitFor(t *testing.T, what string, d time.Duration, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	last := ""
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		last = why
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s: %s\nvk-cri log:\n%s", d, what, last, tail(vkLog, 40))
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := suite.Poll(what, d, cond); err != nil {
+		t.Fatalf("%v\nvk-cri log:\n%s", err, tail(vkLog, 40))
 	}
 }
 

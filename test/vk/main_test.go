@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -61,7 +60,7 @@ var (
 	kubeletCACert string // the CA that signed the client certificate
 	kubeletClient [2]string
 
-	vkLog, criLog string
+	vkLog string
 	// stopVK stops vk-cri; restartVK stops it and starts it again (on the
 	// same node and state dir), with its log in a new file.
 	stopVK    func()
@@ -123,10 +122,10 @@ func setup() (cleanup func()) {
 
 	runID = suite.RunID()
 	var err error
-	if repoRoot, err = suite.RepoRoot("vk-cri"); err != nil {
+	if repoRoot, err = suite.RepoRoot(); err != nil {
 		return fail(err)
 	}
-	if engine, setupSkip, err = suite.Engine(); err != nil {
+	if engine, setupSkip, err = images.Connect(); err != nil {
 		return fail(err)
 	}
 	undo = append(undo, func() { engine.Close() })
@@ -270,25 +269,20 @@ func setup() (cleanup func()) {
 	start = time.Now()
 	criSock = filepath.Join(runDir, "cri.sock")
 	network := "vke2e-" + runID
-	criLog = filepath.Join(runDir, "cri-compose.log")
-	criArgs := []string{"--listen", "unix://" + criSock, "--state-dir", filepath.Join(runDir, "cri-state"),
-		"--network", network, "--stream-address", "127.0.0.1:0", "-v=2"}
-	stopCRI, err := startProcess(criLog, filepath.Join(binDir, "cri-compose"), criArgs...)
-	if err != nil {
+	criProc := &suite.Process{Name: "cri-compose", Bin: filepath.Join(binDir, "cri-compose"), Dir: runDir, OwnGroup: true,
+		Args: []string{"--listen", "unix://" + criSock, "--state-dir", filepath.Join(runDir, "cri-state"),
+			"--network", network, "--stream-address", "127.0.0.1:0", "-v=2"}}
+	if err := criProc.Start(); err != nil {
 		return fail(err)
 	}
-	criStarts := 1
 	restartCRI = func() error {
-		stopCRI()
-		criStarts++
-		criLog = filepath.Join(runDir, fmt.Sprintf("cri-compose.%d.log", criStarts))
-		if stopCRI, err = startProcess(criLog, filepath.Join(binDir, "cri-compose"), criArgs...); err != nil {
+		if err := criProc.Restart(); err != nil {
 			return err
 		}
-		return waitSocket(criSock, 30*time.Second)
+		return suite.WaitSocket(criSock, 30*time.Second, criProc.Exited())
 	}
 	undo = append(undo, func() {
-		stopCRI()
+		_, _ = criProc.Stop(syscall.SIGTERM)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		left, _ := engine.ContainerList(ctx, "io.kubernetes.pod.namespace")
@@ -301,8 +295,8 @@ func setup() (cleanup func()) {
 			fmt.Fprintf(os.Stderr, "vk e2e: remove network %s: %v\n", network, err)
 		}
 	})
-	if err := waitSocket(criSock, 30*time.Second); err != nil {
-		return fail(fmt.Errorf("cri-compose: %w\n%s", err, tail(criLog, 30)))
+	if err := suite.WaitSocket(criSock, 30*time.Second, criProc.Exited()); err != nil {
+		return fail(fmt.Errorf("cri-compose: %w\n%s", err, criProc.LogTail(30)))
 	}
 	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	cri, err = remote.NewRemoteRuntimeService(dctx, "unix://"+criSock, time.Minute, noop.NewTracerProvider(), false)
@@ -389,56 +383,15 @@ func deleteAllPods() {
 // startProcess runs a binary with its output in logPath; stop sends
 // SIGTERM and waits (then SIGKILL).
 func startProcess(logPath, bin string, args ...string) (stop func(), err error) {
-	logf, err := os.Create(logPath)
-	if err != nil {
+	p := &suite.Process{Name: filepath.Base(bin), Bin: bin, Args: args, LogFile: logPath, OwnGroup: true}
+	if err := p.Start(); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Its own process group: a Ctrl-C (make demo) reaches the test, which
-	// then stops everything in order, and not each process at once.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, err
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	return func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}, nil
+	return func() { _, _ = p.Stop(syscall.SIGTERM) }, nil
 }
 
-func waitSocket(path string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not served after %v", path, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+func waitSocket(path string, d time.Duration) error { return suite.WaitSocket(path, d, nil) }
 
 func freePort() (int, error) { return freePortOn("127.0.0.1") }
 
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+var tail = suite.Tail

@@ -1,11 +1,7 @@
 package vk_test
 
 import (
-	"bytes"
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/cri-compose/cri-compose/pkg/imagebuild"
 	"github.com/cri-compose/cri-compose/test/images"
 )
 
@@ -24,28 +19,9 @@ func grpcHealthImage(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "grpchealth")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./grpchealth")
-	cmd.Dir = filepath.Join(repoRoot, "test", "vk")
-	cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build grpchealth: %v\n%s", err, out)
-	}
-	data, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := images.BusyboxFiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, imagebuild.File{Path: "/bin/grpchealth", Mode: 0o755, Data: data})
 	ref := "localhost/cri-compose/vk-e2e-grpchealth:" + runID
-	var buf bytes.Buffer
-	if _, err := imagebuild.Archive(&buf, []string{ref}, files, images.BusyboxConfig()); err != nil {
-		t.Fatal(err)
-	}
-	if err := engine.ImageLoad(ctx, &buf); err != nil {
+	// ./grpchealth resolves in this module: go test runs in its folder.
+	if err := images.BusyboxWithProgram(ctx, engine, ref, "./grpchealth", "/bin/grpchealth"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

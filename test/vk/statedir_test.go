@@ -3,19 +3,19 @@ package vk_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // TestStateDirFull: a second node, its vk-cri's state dir on a small
@@ -32,13 +32,7 @@ func TestStateDirFull(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(runDir, "full-"+strconv.FormatInt(time.Now().UnixNano(), 36))
 	state := filepath.Join(dir, "vk-state")
-	if err := os.MkdirAll(state, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", state, "tmpfs", 0, "size=4m,mode=0755"); err != nil {
-		t.Fatalf("mount a tmpfs on %s: %v", state, err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(state, syscall.MNT_DETACH) })
+	suite.Tmpfs(t, state, "4m")
 
 	node := "vk-e2e-full-" + runID
 	port, err := freePort()
@@ -72,7 +66,7 @@ func TestStateDirFull(t *testing.T) {
 
 	// The node runs; now its state dir fills.
 	filler := filepath.Join(state, "filler")
-	fillFile(t, filler)
+	suite.FillDisk(t, filler)
 
 	ns := namespace(t)
 	ctx := context.Background()
@@ -130,27 +124,6 @@ func TestStateDirFull(t *testing.T) {
 		return err == nil && strings.Contains(string(b), "hello from a configMap"), fmt.Sprintf("%q (%v)", b, err)
 	})
 	deletePod(t, ns, pod.Name, time.Minute)
-}
-
-// fillFile writes path until its filesystem is full.
-func fillFile(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b := make([]byte, 64*1024)
-	for _, n := range []int{len(b), 1} { // small writes fit in what a big one left
-		for {
-			if _, err := f.Write(b[:n]); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatal(err)
-				}
-				break
-			}
-		}
-	}
 }
 
 // deleteNodePods deletes the pods bound to node and waits (bounded) until

@@ -58,6 +58,35 @@ func (c *collector) waitLines(t *testing.T, n int) []string {
 	}
 }
 
+// follower is a ReadOptions.Done that counts its calls: a follower calls
+// Done whenever it has read all there was (or, waiting for the file, found
+// none), so the tests know when it has seen a state instead of guessing
+// with a sleep.
+type follower struct {
+	calls    atomic.Int64
+	finished atomic.Bool
+}
+
+func (f *follower) done() bool {
+	f.calls.Add(1)
+	return f.finished.Load()
+}
+
+// caughtUp waits until the follower has called Done twice more: between
+// the two it has looked at the file (read on, checked for a rotation)
+// after everything written before caughtUp was called.
+func (f *follower) caughtUp(t *testing.T) {
+	t.Helper()
+	want := f.calls.Load() + 2
+	deadline := time.Now().Add(10 * time.Second)
+	for f.calls.Load() < want {
+		if time.Now().After(deadline) {
+			t.Fatal("the follower did not look at the file again within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func (c *collector) wait(t *testing.T) error {
 	t.Helper()
 	select {
@@ -144,10 +173,10 @@ func TestReadLogFollow(t *testing.T) {
 	defer w.Close()
 	writeN(t, w, 1, 5)
 
-	var finished atomic.Bool
+	var fl follower
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := startRead(ctx, path, ReadOptions{Tail: 2, Follow: true, Poll: 5 * time.Millisecond, Done: finished.Load})
+	c := startRead(ctx, path, ReadOptions{Tail: 2, Follow: true, Poll: 5 * time.Millisecond, Done: fl.done})
 	if got := c.waitLines(t, 2); !slices.Equal(got, want(4, 5)) {
 		t.Fatalf("tail 2: %q", got)
 	}
@@ -156,21 +185,24 @@ func TestReadLogFollow(t *testing.T) {
 		t.Fatalf("after a new line: %q", got)
 	}
 
-	// One record written in two pieces.
+	// One record written in two pieces: the follower has read the first
+	// (and keeps it pending) before the second is written.
 	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 	f.WriteString(t0.Add(7*time.Second).Format(time.RFC3339Nano) + " stdout F li")
-	time.Sleep(30 * time.Millisecond)
+	fl.caughtUp(t)
 	f.WriteString("ne 7\n")
 	f.Close()
 	c.waitLines(t, 4)
 
 	// kubelet's rotation: rename, a few more records into the old file,
-	// then the writer reopens the path.
+	// which the follower reads while the path is missing, then the writer
+	// reopens the path.
 	if err := os.Rename(path, path+".20250304-050607"); err != nil {
 		t.Fatal(err)
 	}
 	writeN(t, w, 8, 9)
-	time.Sleep(30 * time.Millisecond)
+	c.waitLines(t, 6)
+	fl.caughtUp(t)
 	if err := w.Reopen(); err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +210,7 @@ func TestReadLogFollow(t *testing.T) {
 	c.waitLines(t, 9)
 
 	writeN(t, w, 13, 14)
-	finished.Store(true)
+	fl.finished.Store(true)
 	if err := c.wait(t); err != nil {
 		t.Fatalf("ReadLog: %v", err)
 	}
@@ -192,8 +224,9 @@ func TestReadLogFollow(t *testing.T) {
 func TestReadLogFollowWaitsForFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "later.log")
 	ctx, cancel := context.WithCancel(context.Background())
-	c := startRead(ctx, path, ReadOptions{Follow: true, Poll: 5 * time.Millisecond})
-	time.Sleep(20 * time.Millisecond)
+	var waiting follower
+	c := startRead(ctx, path, ReadOptions{Follow: true, Poll: 5 * time.Millisecond, Done: waiting.done})
+	waiting.caughtUp(t) // it has found no file, and waits
 	w, err := OpenWriter(path)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,38 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// PollInterval is how often Poll and Eventually ask.
+const PollInterval = 50 * time.Millisecond
+
+// Poll asks cond every PollInterval, at once first, until it holds or
+// timeout passes; then the error says what was awaited and cond's last word
+// on why not.
+func Poll(what string, timeout time.Duration, cond func() (bool, string)) error {
+	last := ""
+	err := wait.PollUntilContextTimeout(context.Background(), PollInterval, timeout, true,
+		func(context.Context) (bool, error) {
+			ok, why := cond()
+			last = why
+			return ok, nil
+		})
+	if err != nil {
+		return fmt.Errorf("after %v still waiting for %s; last: %s", timeout, what, last)
+	}
+	return nil
+}
+
+// Eventually is Poll failing t.
+func Eventually(t testing.TB, what string, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	if err := Poll(what, timeout, cond); err != nil {
+		t.Fatal(err)
+	}
+}
