@@ -121,8 +121,7 @@ func TestNodeIdentity(t *testing.T) {
 
 	ns := namespace(t)
 	core := client.CoreV1()
-	sa, err := core.ServiceAccounts(ns).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "robot"}}, metav1.CreateOptions{})
-	mustCreate(t, "service account", sa, err)
+	serviceAccount(t, ns, "robot")
 	cm, err := core.ConfigMaps(ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"a": "one"}}, metav1.CreateOptions{})
 	mustCreate(t, "configMap", cm, err)
 	sec, err := core.Secrets(ns).Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"}, Data: map[string][]byte{"pw": []byte("s3cret")}}, metav1.CreateOptions{})
@@ -131,9 +130,6 @@ func TestNodeIdentity(t *testing.T) {
 	mustCreate(t, "secret", envSec, err)
 	other, err := core.Secrets(ns).Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "not-mounted"}, Data: map[string][]byte{"x": []byte("y")}}, metav1.CreateOptions{})
 	mustCreate(t, "secret", other, err)
-	rootCA, err := core.ConfigMaps(ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt"},
-		Data: map[string]string{"ca.crt": string(restConfig.CAData)}}, metav1.CreateOptions{})
-	mustCreate(t, "kube-root-ca.crt", rootCA, err)
 
 	apiVol, apiMount := kubeAPIAccess()
 	main := busybox("main", `trap 'exit 0' TERM; while true; do sleep 1; done`)
@@ -249,6 +245,21 @@ func TestNodeIdentity(t *testing.T) {
 				t.Errorf("%s: %s", filepath.Base(f), line)
 			}
 		}
+	}
+}
+
+// serviceAccount makes the service account name in ns, and what a pod's
+// kube-api-access volume needs beside it: the kube-root-ca.crt configMap
+// that kube-controller-manager's root-ca-cert-publisher would make.
+func serviceAccount(t *testing.T, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	sa, err := client.CoreV1().ServiceAccounts(ns).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	mustCreate(t, "service account", sa, err)
+	_, err = client.CoreV1().ConfigMaps(ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt"},
+		Data: map[string]string{"ca.crt": string(restConfig.CAData)}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create kube-root-ca.crt: %v", err)
 	}
 }
 
