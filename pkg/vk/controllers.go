@@ -126,7 +126,7 @@ func (c *Controllers) Run(ctx context.Context, p *Provider, s ServeConfig) error
 			klog.ErrorS(err, "Serving the kubelet API")
 		}
 	}()
-	defer srv.Close()
+	defer func() { _ = srv.Close() }()
 
 	c.pods.Start(ctx.Done())
 	c.services.Start(ctx.Done())
