@@ -18,13 +18,20 @@ CMDS := ./cmd/cri-compose $(if $(wildcard cmd/vk-cri/*.go),./cmd/vk-cri)
 all: build
 
 help:
+	@echo 'make help      this list (make lint checks that it names every target)'
+	@echo 'make all       the same as make build (the default)'
 	@echo 'make build     build $(CMDS) into bin/'
+	@echo 'make clean     remove bin/'
 	@echo 'make run       start Docker if needed, build, run bin/cri-compose on $(ENDPOINT)'
+	@echo 'make ensure-docker  start a Docker Engine if none answers (installs Debian'"'"'s docker.io if missing)'
+	@echo 'make ensure-tools   install what the tests need from Debian (busybox-static)'
+	@echo 'make lint      gofmt, golangci-lint (.golangci.yml) on every module, and this list'"'"'s check'
 	@echo 'make test      start Docker if needed, install test tools, go vet, go test -race ./... (but test/fault)'
 	@echo 'make test-e2e  the end-to-end tests (test/e2e)'
+	@echo 'make test-vk   vk-cri'"'"'s end-to-end suite (test/vk: real kube-apiserver and etcd; VK_RUN=regexp)'
 	@echo 'make test-fault  the fault tests (test/fault) with a CPU hog beside them (FAULT_CPU_HOG busy processes)'
 	@echo 'make test-logflood  a container writes 1 GiB at full speed; every line checked in its CRI log'
-	@echo 'make lint      gofmt and go vet'
+	@echo 'make conformance  critest (cri-tools'"'"' CRI validation suite) against bin/cri-compose, offline'
 	@echo 'make fuzz      every fuzz target for FUZZTIME each (default 10s)'
 	@echo 'make churn     the churn test, CI mode (30 pods, leak and memory checks)'
 	@echo 'make soak      200 pods churned for 10 minutes, streaming URL expiry, longer fuzz'
@@ -36,7 +43,7 @@ help:
 	@echo 'make pause     rebuild pkg/pause/pause.bin from cmd/pause (commit the result)'
 	@echo 'make install   binaries, systemd units, example configs (PREFIX=$(PREFIX), DESTDIR=)'
 	@echo 'make verify-install  install into a temp DESTDIR and systemd-analyze verify the units'
-	@echo 'make docs      regenerate docs/configuration.md from the flags'
+	@echo 'make docs      regenerate docs/configuration.md from the flags of cri-compose and vk-cri'
 	@echo 'make proto     regenerate proto/**/*.pb.go (generators pinned in proto/tools/go.mod)'
 	@echo 'make proto-check  buf lint, and fail if the committed *.pb.go are not what make proto generates'
 
@@ -94,11 +101,11 @@ FLOOD_BYTES ?= 1073741824
 test-logflood: ensure-docker ensure-tools
 	$(GO) test -count=1 -timeout 20m -run 'TestLogFlood|TestLogLastLine' -v ./test/e2e/ -args -e2e.flood-bytes=$(FLOOD_BYTES)
 
+# gofmt and golangci-lint (pinned in hack/tools/go.mod, built once into
+# ~/.cache/cri-compose/tools) on every module, and the check that help
+# names every target: hack/lint.sh.
 lint:
-	@files="$$(git ls-files -co --exclude-standard '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*')"; \
-	out="$$(if [ -n "$$files" ]; then gofmt -l $$files; fi)"; \
-	if [ -n "$$out" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	@GO=$(GO) bash hack/lint.sh
 
 # Benchmarks (test/bench; results in BENCHMARKS.md): cri-compose, run as
 # its own process, against the same engine calls made directly and against
@@ -211,9 +218,11 @@ verify-install:
 	if [ -n "$$out" ]; then echo "$$out"; echo 'verify-install: systemd-analyze verify complained'; exit 1; fi; \
 	echo "verify-install: systemd-analyze verify$$(for u in $$units; do printf ' %s' "$${u##*/}"; done): ok"
 
-# docs/configuration.md from the flag definitions (its test fails when stale).
+# docs/configuration.md from the flag definitions: each binary regenerates
+# its own section (the tests of cmd/cri-compose and cmd/vk-cri fail when one
+# is stale).
 docs:
-	$(GO) generate ./cmd/cri-compose
+	$(GO) generate ./cmd/cri-compose ./cmd/vk-cri
 
 # --- test-vk: vk-cri's end-to-end suite (test/vk, a module of its own so
 # that envtest stays out of the product's go.mod). It runs a real

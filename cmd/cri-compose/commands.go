@@ -10,6 +10,7 @@ import (
 	"github.com/cri-compose/cri-compose/pkg/buildinfo"
 	"github.com/cri-compose/cri-compose/pkg/cri"
 	"github.com/cri-compose/cri-compose/pkg/doctor"
+	"github.com/cri-compose/cri-compose/pkg/flagdoc"
 	"github.com/cri-compose/cri-compose/pkg/projectcli"
 )
 
@@ -27,7 +28,8 @@ var subcommands = map[string]func(args []string) int{
 	// Clients of a running cri-compose (pkg/projectcli).
 	"export":   func(args []string) int { return projectcli.RunExport(args, defaultListen(), stdio) },
 	"projects": func(args []string) int { return projectcli.RunProjects(args, defaultListen(), stdio) },
-	// Hidden: prints docs/configuration.md (go generate, docs_test.go).
+	// Hidden: prints its section of docs/configuration.md, or updates it
+	// in the file named (go generate, docs_test.go).
 	"config-reference": runConfigReference,
 }
 
@@ -74,13 +76,20 @@ func runVersion(args []string) int {
 }
 
 func runConfigReference(args []string) int {
-	if len(args) > 0 {
-		fmt.Fprintln(os.Stderr, "usage: cri-compose config-reference > docs/configuration.md")
+	switch len(args) {
+	case 0:
+		if err := writeConfigReference(os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "cri-compose config-reference:", err)
+			return 1
+		}
+	case 1:
+		if err := flagdoc.UpdateFile(args[0], referenceSection, configReference()); err != nil {
+			fmt.Fprintln(os.Stderr, "cri-compose config-reference:", err)
+			return 1
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "usage: cri-compose config-reference [docs/configuration.md]")
 		return 2
-	}
-	if err := writeConfigReference(os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "cri-compose config-reference:", err)
-		return 1
 	}
 	return 0
 }

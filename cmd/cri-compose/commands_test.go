@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cri-compose/cri-compose/pkg/flagdoc"
 	"github.com/cri-compose/cri-compose/test/images"
 )
 
@@ -67,12 +68,18 @@ func TestSubcommands(t *testing.T) {
 	}
 
 	out, code = runBinary(t, bin, "config-reference")
-	want, err := os.ReadFile(referencePath)
-	if err != nil {
+	if err := flagdoc.Current(referencePath, referenceSection, out, "`make docs`"); code != 0 || err != nil {
+		t.Errorf("config-reference: exit %d; %v", code, err)
+	}
+	doc := filepath.Join(t.TempDir(), "configuration.md")
+	if err := os.WriteFile(doc, []byte("# Title\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code != 0 || out != string(want) {
-		t.Errorf("config-reference: exit %d; output differs from %s", code, referencePath)
+	if _, code := runBinary(t, bin, "config-reference", doc); code != 0 {
+		t.Errorf("config-reference %s: exit %d", doc, code)
+	}
+	if err := flagdoc.Current(doc, referenceSection, configReference(), "config-reference"); err != nil {
+		t.Errorf("config-reference FILE: %v", err)
 	}
 
 	d := images.Engine(t)
@@ -91,7 +98,9 @@ func TestSubcommands(t *testing.T) {
 
 	// A failing check (the state dir is a file) makes the exit status 1.
 	file := filepath.Join(dir, "file")
-	os.WriteFile(file, nil, 0o644)
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if out, code := runBinary(t, bin, "doctor", "--state-dir", file, "--listen", "unix://"+filepath.Join(dir, "cri.sock")); code != 1 {
 		t.Errorf("doctor with a file as state dir: exit %d, want 1\n%s", code, out)
 	}

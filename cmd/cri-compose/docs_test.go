@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"flag"
 	"os"
 	"path/filepath"
@@ -10,33 +9,21 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/cri-compose/cri-compose/pkg/flagdoc"
 )
 
-var update = flag.Bool("update", false, "rewrite docs/configuration.md from the flags")
+var update = flag.Bool("update", false, "rewrite cri-compose's section of docs/configuration.md from the flags")
 
 const referencePath = "../../docs/configuration.md"
 
-// TestConfigurationReference fails when docs/configuration.md is not what
-// the flag definitions say (go generate ./cmd/cri-compose, or go test
-// ./cmd/cri-compose -run TestConfigurationReference -update, rewrites it).
+// TestConfigurationReference fails when cri-compose's section of
+// docs/configuration.md is not what the flag definitions say (make docs,
+// or go test ./cmd/cri-compose -run TestConfigurationReference -update,
+// rewrites it).
 func TestConfigurationReference(t *testing.T) {
-	var b bytes.Buffer
-	if err := writeConfigReference(&b); err != nil {
-		t.Fatal(err)
-	}
-	if *update {
-		if err := os.WriteFile(referencePath, b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	have, err := os.ReadFile(referencePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(have, b.Bytes()) {
-		t.Errorf("%s is out of date with the flags in cmd/cri-compose/flags.go: run `go generate ./cmd/cri-compose` "+
-			"(or go test ./cmd/cri-compose -run TestConfigurationReference -update)", referencePath)
+	if err := flagdoc.Sync(referencePath, referenceSection, configReference(), *update); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -76,7 +76,7 @@ func forward(port string) int {
 	go func() {
 		_, err := io.Copy(conn, os.Stdin)
 		if err == nil {
-			conn.(*net.TCPConn).CloseWrite()
+			_ = conn.(*net.TCPConn).CloseWrite()
 			return
 		}
 		conn.Close()

@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"maps"
 	"net"
@@ -34,43 +33,6 @@ import (
 // version is vk-cri's version, reported as the node's kubelet version.
 var version = "v1.37.2-vk-cri"
 
-const defaultTaint = "virtual-kubelet.io/provider=cri-compose:NoSchedule"
-
-type options struct {
-	kubeconfig    string
-	nodeName      string
-	criEndpoint   string
-	pods          int64
-	taints        string
-	listenAddress string
-	stateDir      string
-	nodeIP        string
-	tlsCert       string
-	tlsKey        string
-	clientCA      string
-	clusterDNS    string
-	clusterDomain string
-	resolvConf    string
-	resync        time.Duration
-	workers       int
-	kubeAPIQPS    float64
-	kubeAPIBurst  int
-	// Taken off the node's capacity for its allocatable.
-	kubeReserved   reservedFlag
-	systemReserved reservedFlag
-
-	// vk-cri's own metrics (pkg/vk/metrics.go) on a plain HTTP address
-	// of their own too, off unless set; the kubelet API's /metrics
-	// serves them anyway.
-	metricsAddress string
-
-	// Kubelet API auth and serving certificate, with kubelet's flags.
-	anonymousAuth     bool
-	tokenWebhook      bool
-	authorizationMode string
-	rotateServerCerts bool
-}
-
 func main() {
 	if err := run(); err != nil {
 		klog.ErrorS(err, "vk-cri failed")
@@ -81,49 +43,19 @@ func main() {
 }
 
 func run() error {
-	hostname, _ := os.Hostname()
+	if len(os.Args) > 1 && os.Args[1] == "config-reference" {
+		return runConfigReference(os.Args[2:])
+	}
 	var o options
-	fs := flag.NewFlagSet("vk-cri", flag.ExitOnError)
-	klog.InitFlags(fs)
-	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster to join (default $KUBECONFIG, else in-cluster)")
-	fs.StringVar(&o.nodeName, "nodename", strings.ToLower(hostname), "name of the node")
-	fs.StringVar(&o.criEndpoint, "cri-endpoint", "unix:///run/cri-compose/cri-compose.sock", "CRI runtime endpoint")
-	fs.Int64Var(&o.pods, "pods", 110, "pod capacity of the node")
-	fs.StringVar(&o.taints, "taint", defaultTaint, "taints of the node, key[=value]:effect, comma-separated (\"\" for none)")
-	fs.StringVar(&o.listenAddress, "listen-address", ":10250", "address of the kubelet API (logs, exec, attach, port-forward). With --anonymous-auth and --authorization-mode=AlwaysAllow it is served on 127.0.0.1 only")
-	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/vk-cri", "folder for the pods' volume files, logs and the serving certificate (made 0750 and closed to other users: it holds the pods' secrets)")
-	fs.StringVar(&o.nodeIP, "node-ip", "", "the node's InternalIP (default: the address that reaches the API server)")
-	fs.StringVar(&o.tlsCert, "tls-cert-file", "", "serving certificate of the kubelet API (default: self-signed, kept in the state dir)")
-	fs.StringVar(&o.tlsKey, "tls-private-key-file", "", "key of --tls-cert-file")
-	fs.StringVar(&o.clientCA, "client-ca-file", "", "CA whose client certificates authenticate to the kubelet API (the API server's --kubelet-client-certificate); user = CN, groups = O")
-	fs.BoolVar(&o.tokenWebhook, "authentication-token-webhook", true, "authenticate bearer tokens to the kubelet API through TokenReview (cached 2 min)")
-	fs.BoolVar(&o.anonymousAuth, "anonymous-auth", false, "let requests without credentials to the kubelet API through as system:anonymous (otherwise 401)")
-	fs.StringVar(&o.authorizationMode, "authorization-mode", vk.AuthzWebhook, "kubelet API authorization: Webhook (SubjectAccessReview on nodes/<subresource> as kubelet's: proxy, pods, log, stats, metrics, healthz; cached 5 min allowed, 30 s denied) or AlwaysAllow")
-	fs.BoolVar(&o.rotateServerCerts, "rotate-server-certificates", false, "request the kubelet API's serving certificate from the cluster (CSR, signer kubernetes.io/kubelet-serving; someone must approve it) and renew it before it expires; until it is issued the self-signed (or --tls-cert-file) one is served")
-	fs.StringVar(&o.clusterDNS, "cluster-dns", "", "cluster DNS servers for dnsPolicy ClusterFirst, comma-separated (none: ClusterFirst acts as Default)")
-	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "cluster domain")
-	fs.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration for dnsPolicy Default (\"\": the runtime's default)")
-	fs.DurationVar(&o.resync, "resync", 30*time.Second, "how often every pod is checked against the runtime, events or not")
-	fs.IntVar(&o.workers, "pod-sync-workers", 4, "virtual-kubelet pod controller workers")
-	// kubelet's defaults: client-go's own (5 QPS, burst 10) leave pods
-	// created together waiting for their status updates.
-	fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", 50, "queries per second to the API server (as kubelet's)")
-	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", 100, "burst of queries to the API server (as kubelet's)")
-	const reservedHelp = " (ResourceName=ResourceQuantity pairs, e.g. cpu=100m,memory=256Mi,ephemeral-storage=1Gi,pid=1000; as kubelet's, repeatable). " +
-		"The node's allocatable is its capacity less --kube-reserved and --system-reserved, never below zero; vk-cri refuses to start when they exceed the capacity. " +
-		"Only cpu, memory, ephemeral-storage and pid can be reserved; pid is no node capacity and takes nothing off allocatable. [default=none]"
-	fs.Var(&o.kubeReserved, "kube-reserved", "resources reserved for Kubernetes components (vk-cri, the runtime, the engine)"+reservedHelp)
-	fs.Var(&o.systemReserved, "system-reserved", "resources reserved for the host's own system daemons"+reservedHelp)
-	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "", "address for vk-cri's Prometheus metrics over plain HTTP, e.g. 127.0.0.1:10255 (\"\": off; the kubelet API serves them at /metrics either way)")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	_ = fs.Parse(os.Args[1:])
-	if *showVersion {
+	fs := newFlags("vk-cri", &o)
+	_ = parseOptions(fs, &o, os.Args[1:])
+	if o.version {
 		fmt.Println("vk-cri", version)
 		return nil
 	}
 	log.L = klogv2.New(nil)
 	if o.nodeName == "" {
-		return errors.New("--nodename is required")
+		return errors.New("--hostname-override is required (the host name is empty)")
 	}
 	taints, err := parseTaints(o.taints)
 	if err != nil {
@@ -183,7 +115,7 @@ func run() error {
 	}
 
 	dialCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	rt, err := vk.Dial(dialCtx, o.criEndpoint, 2*time.Minute)
+	rt, err := vk.Dial(dialCtx, o.criEndpoint, o.requestTimeout)
 	cancel()
 	if err != nil {
 		return err
@@ -301,7 +233,7 @@ func parseTaints(s string) ([]v1.Taint, error) {
 		}
 		taint, err := vk.ParseTaint(t)
 		if err != nil {
-			return nil, fmt.Errorf("--taint: %w", err)
+			return nil, fmt.Errorf("--register-with-taints: %w", err)
 		}
 		out = append(out, taint)
 	}

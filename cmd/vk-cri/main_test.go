@@ -3,9 +3,15 @@ package main
 import (
 	"flag"
 	"io"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/cri-compose/cri-compose/pkg/flagdoc"
 )
 
 // TestListenAddress checks that the kubelet API is never served open to
@@ -71,5 +77,63 @@ func TestReservedFlag(t *testing.T) {
 	}
 	if err := fs.Parse([]string{"--kube-reserved=nvidia.com/gpu=1"}); err == nil {
 		t.Error("a GPU reservation was accepted")
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite vk-cri's section of docs/configuration.md from the flags")
+
+const referencePath = "../../docs/configuration.md"
+
+// TestConfigurationReference fails when vk-cri's section of
+// docs/configuration.md is not what the flag definitions say (make docs,
+// or -update, rewrites it).
+func TestConfigurationReference(t *testing.T) {
+	if err := flagdoc.Sync(referencePath, referenceSection, configReference(), *update); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestFlagNames checks that kubelet's name of a flag and vk-cri's older
+// name both set the same setting, and that the defaults are kept.
+func TestFlagNames(t *testing.T) {
+	for _, tc := range []struct {
+		name, alias, value string
+		got                func(*options) string
+	}{
+		{"container-runtime-endpoint", "cri-endpoint", "unix:///tmp/x.sock", func(o *options) string { return o.criEndpoint }},
+		{"hostname-override", "nodename", "edge-1", func(o *options) string { return o.nodeName }},
+		{"max-pods", "pods", "7", func(o *options) string { return strconv.FormatInt(o.pods, 10) }},
+		{"root-dir", "state-dir", "/tmp/vk-state", func(o *options) string { return o.stateDir }},
+		{"register-with-taints", "taint", "a=b:NoExecute", func(o *options) string { return o.taints }},
+		{"sync-frequency", "resync", "7s", func(o *options) string { return o.resync.String() }},
+	} {
+		for _, flagName := range []string{tc.name, tc.alias} {
+			var o options
+			fs := newFlags("t", &o)
+			if err := parseOptions(fs, &o, []string{"--" + flagName + "=" + tc.value}); err != nil {
+				t.Fatalf("--%s: %v", flagName, err)
+			}
+			if got := tc.got(&o); got != tc.value {
+				t.Errorf("--%s=%s: setting is %q", flagName, tc.value, got)
+			}
+		}
+		if deprecatedAliases[tc.alias] != tc.name {
+			t.Errorf("--%s is not listed as the alias of --%s", tc.alias, tc.name)
+		}
+	}
+	if len(deprecatedAliases) != 6 {
+		t.Errorf("deprecatedAliases has %d entries; the table above checks 6", len(deprecatedAliases))
+	}
+
+	t.Setenv("KUBECONFIG", "/tmp/kc")
+	var o options
+	if err := parseOptions(newFlags("t", &o), &o, nil); err != nil {
+		t.Fatal(err)
+	}
+	hostname, _ := os.Hostname()
+	if o.criEndpoint != "unix:///run/cri-compose/cri-compose.sock" || o.pods != 110 || o.stateDir != "/var/lib/vk-cri" ||
+		o.taints != defaultTaint || o.resync != 30*time.Second || o.requestTimeout != 2*time.Minute ||
+		o.kubeconfig != "/tmp/kc" || o.nodeName != strings.ToLower(hostname) {
+		t.Errorf("defaults: %+v", o)
 	}
 }

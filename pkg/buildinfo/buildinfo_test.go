@@ -31,7 +31,9 @@ func TestGet(t *testing.T) {
 
 func TestWriteUnknownCommit(t *testing.T) {
 	var b bytes.Buffer
-	Info{Program: "p", Version: "v", GoVersion: "go", Platform: "x/y", CRIAPI: "v1", CRIAPIVersion: "v0.37.2", Modified: true}.Write(&b)
+	if err := (Info{Program: "p", Version: "v", GoVersion: "go", Platform: "x/y", CRIAPI: "v1", CRIAPIVersion: "v0.37.2", Modified: true}).Write(&b); err != nil {
+		t.Fatal(err)
+	}
 	want := "p v\ncommit:   unknown (modified)\ngo:       go x/y\nCRI API:  v1 (k8s.io/cri-api v0.37.2)\n"
 	if b.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", b.String(), want)

@@ -52,10 +52,12 @@ func (s *Server) ExecSync(ctx context.Context, r *runtime.ExecSyncRequest) (*run
 	}
 	defer st.Close()
 	var stdout, stderr cappedBuffer
-	done := make(chan error, 1)
+	// A stream that breaks ends the output there; the exit code still
+	// comes from the engine.
+	done := make(chan struct{})
 	go func() {
-		_, err := stdcopy.StdCopy(&stdout, &stderr, st.Reader)
-		done <- err
+		_, _ = stdcopy.StdCopy(&stdout, &stderr, st.Reader)
+		close(done)
 	}()
 	var deadline <-chan time.Time
 	if t := r.GetTimeout(); t > 0 {

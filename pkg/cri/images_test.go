@@ -98,7 +98,7 @@ func newImageEnv(t *testing.T, mirrors Mirrors) *imageEnv {
 	}
 	gs := grpc.NewServer()
 	runtime.RegisterImageServiceServer(gs, svc)
-	go gs.Serve(l)
+	go func() { _ = gs.Serve(l) }()
 	t.Cleanup(gs.Stop)
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

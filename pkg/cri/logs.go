@@ -46,10 +46,11 @@ type holder struct {
 	done   chan struct{}
 }
 
-// attachWindow is how far a container's output may run ahead of its pump:
-// the engine's log of a container (spec.go) holds at least one file of
-// 4 MiB, and beyond this window the engine buffers up to 1 MB more for the
-// attach stream before it holds the container.
+// attachWindow is how far the attach stream may run ahead of the pump.
+// Beyond it the engine queues up to about 2 MB per stream for the attach
+// stream before the container blocks, so the engine's log runs at most
+// some 5 MB ahead of the pump, and it keeps at least 8 MiB past any
+// message (pkg/sandbox/spec.go).
 const attachWindow = 1 << 20
 
 // gateStall is how long a gate holds a container while its pump makes no
@@ -305,6 +306,13 @@ func (l *logPumps) run(ctx context.Context, id string, w *crilog.Writer, tty boo
 		}
 		if out, errs := gate.Behind(); out || errs {
 			if retries++; retries > pumpRetries {
+				// What the attach stream counted never came: the
+				// engine's log lost it (rotated away before the pump
+				// read it), or the counts disagree (output stamped
+				// before an attach counted after it).
+				if out, errs := gate.Missing(); out+errs > 0 {
+					klog.InfoS("The attach stream saw output that the engine's log does not hold; counting from here", "container", id, "stdoutBytes", out, "stderrBytes", errs)
+				}
 				gate.Resync()
 				retries = 0
 				continue

@@ -23,14 +23,15 @@ func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime
 			err = fmt.Errorf("engine not ready: %w", perr)
 		}
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		rt.Status, rt.Reason, rt.Message = false, "EngineUnavailable", err.Error()
 		nw.Status, nw.Reason, nw.Message = false, "EngineUnavailable", "the pod network lives on the engine"
-	} else if !s.store.synced.Load() {
+	case !s.store.synced.Load():
 		// Until the store holds every pod on the engine, List would tell
 		// kubelet that running pods are gone (and it would make new ones).
 		rt.Status, rt.Reason, rt.Message = false, "Resyncing", "reading pods and containers from the engine"
-	} else if !connected || s.resyncedConn.Load() != s.events.Connection() {
+	case !connected || s.resyncedConn.Load() != s.events.Connection():
 		// The engine answers again but the store has not re-read it since
 		// the stream came back: it may still show as running containers
 		// the engine stopped meanwhile (an engine restart), and kubelet

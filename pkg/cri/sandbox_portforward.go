@@ -106,7 +106,7 @@ func (r streamRuntime) PortForward(ctx context.Context, podSandboxID string, por
 	go func() {
 		_, err := io.Copy(conn, stream)
 		if cw, ok := conn.(interface{ CloseWrite() error }); ok && err == nil {
-			cw.CloseWrite()
+			_ = cw.CloseWrite()
 			return
 		}
 		conn.Close()

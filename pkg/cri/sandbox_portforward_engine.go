@@ -42,7 +42,7 @@ func (r streamRuntime) portForwardEngine(ctx context.Context, sb sandboxRec, por
 	go func() {
 		_, err := io.Copy(st.Conn, stream)
 		if cw, ok := st.Conn.(interface{ CloseWrite() error }); ok && err == nil {
-			cw.CloseWrite()
+			_ = cw.CloseWrite()
 			return
 		}
 		st.Close()

@@ -84,22 +84,22 @@ func spanText(s tracetest.SpanStub) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "span %q status %v %q\n", s.Name, s.Status.Code, s.Status.Description)
 	for _, kv := range s.Attributes {
-		fmt.Fprintf(&b, "  attr %s=%s\n", kv.Key, kv.Value.Emit())
+		fmt.Fprintf(&b, "  attr %s=%s\n", kv.Key, kv.Value.String())
 	}
 	for _, e := range s.Events {
 		fmt.Fprintf(&b, "  event %q\n", e.Name)
 		for _, kv := range e.Attributes {
-			fmt.Fprintf(&b, "    attr %s=%s\n", kv.Key, kv.Value.Emit())
+			fmt.Fprintf(&b, "    attr %s=%s\n", kv.Key, kv.Value.String())
 		}
 	}
 	for _, l := range s.Links {
 		for _, kv := range l.Attributes {
-			fmt.Fprintf(&b, "  link attr %s=%s\n", kv.Key, kv.Value.Emit())
+			fmt.Fprintf(&b, "  link attr %s=%s\n", kv.Key, kv.Value.String())
 		}
 	}
 	if s.Resource != nil {
 		for _, kv := range s.Resource.Attributes() {
-			fmt.Fprintf(&b, "  resource %s=%s\n", kv.Key, kv.Value.Emit())
+			fmt.Fprintf(&b, "  resource %s=%s\n", kv.Key, kv.Value.String())
 		}
 	}
 	return b.String()

@@ -618,7 +618,7 @@ func BenchmarkListContainerStats(b *testing.B) {
 	srv.Register(gs)
 	ctx, cancel := context.WithCancel(context.Background())
 	go srv.Run(ctx)
-	go gs.Serve(l)
+	go func() { _ = gs.Serve(l) }()
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)
@@ -656,8 +656,8 @@ func BenchmarkListContainerStats(b *testing.B) {
 		}
 		for _, p := range resp.GetItems() {
 			if _, ok := p.GetLabels()["bench"]; ok {
-				rt.StopPodSandbox(ctx, &runtime.StopPodSandboxRequest{PodSandboxId: p.GetId()})
-				rt.RemovePodSandbox(ctx, &runtime.RemovePodSandboxRequest{PodSandboxId: p.GetId()})
+				_, _ = rt.StopPodSandbox(ctx, &runtime.StopPodSandboxRequest{PodSandboxId: p.GetId()})
+				_, _ = rt.RemovePodSandbox(ctx, &runtime.RemovePodSandboxRequest{PodSandboxId: p.GetId()})
 			}
 		}
 	})

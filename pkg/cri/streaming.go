@@ -261,7 +261,7 @@ func pipeStreams(ctx context.Context, st *dockerapi.Stream, in io.Reader, out, e
 	if in != nil {
 		go func() {
 			if _, err := io.Copy(st.Conn, in); err == nil {
-				st.CloseWrite()
+				_ = st.CloseWrite()
 			}
 		}()
 	}

@@ -144,8 +144,9 @@ func (c *Client) Info(ctx context.Context) (_ system.Info, err error) {
 // versionLess compares dotted API versions ("1.41" < "1.9" is false).
 func versionLess(a, b string) bool {
 	var amaj, amin, bmaj, bmin int
-	fmt.Sscanf(a, "%d.%d", &amaj, &amin)
-	fmt.Sscanf(b, "%d.%d", &bmaj, &bmin)
+	// A part that does not parse counts as 0.
+	_, _ = fmt.Sscanf(a, "%d.%d", &amaj, &amin)
+	_, _ = fmt.Sscanf(b, "%d.%d", &bmaj, &bmin)
 	if amaj != bmaj {
 		return amaj < bmaj
 	}

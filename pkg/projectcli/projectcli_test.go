@@ -48,13 +48,15 @@ func TestWriteExport(t *testing.T) {
 			t.Errorf("%s: %v %v, want mode %o", rel, fi.Mode(), err, mode)
 		}
 	}
-	t.Cleanup(func() { os.Chmod(filepath.Join(dir, "volumes/web/1/site"), 0o755) })
+	t.Cleanup(func() { _ = os.Chmod(filepath.Join(dir, "volumes/web/1/site"), 0o755) })
 
 	// Not over something, unless replacing; replacing keeps other files.
 	if err := WriteExport(resp, dir, false); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("second write: %v, want a not-empty error", err)
 	}
-	os.Chmod(filepath.Join(dir, "volumes/web/1/site"), 0o755)
+	if err := os.Chmod(filepath.Join(dir, "volumes/web/1/site"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644); err != nil {
 		t.Fatal(err)
 	}

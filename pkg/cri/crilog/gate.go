@@ -94,6 +94,14 @@ func (g *Gate) Behind() (stdout, stderr bool) {
 	return g.attached[0] > g.pumped[0], g.attached[1] > g.pumped[1]
 }
 
+// Missing is how many bytes of each stream the attach stream has seen and
+// the pump has not written.
+func (g *Gate) Missing() (stdout, stderr int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return max(g.attached[0]-g.pumped[0], 0), max(g.attached[1]-g.pumped[1], 0)
+}
+
 // Resync makes the count start again from what the pump wrote, when the
 // two sides disagree (output the engine logged before an attach counted
 // after it, say).

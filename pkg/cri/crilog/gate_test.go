@@ -131,3 +131,24 @@ func TestLastPosition(t *testing.T) {
 		t.Fatalf("LastPosition = %+v, want %+v", pos, want)
 	}
 }
+
+// TestGateMissing: what the attach stream saw and the pump did not write is
+// counted per stream until Resync starts the count again.
+func TestGateMissing(t *testing.T) {
+	g := NewGate(1000, time.Hour)
+	g.Attach(time.Time{})
+	g.Add(Stdout, 30)
+	g.Add(Stderr, 7)
+	g.Pumped(Stdout, time.Now(), 10)
+	if out, errs := g.Missing(); out != 20 || errs != 7 {
+		t.Fatalf("Missing() = %d, %d; want 20, 7", out, errs)
+	}
+	g.Resync()
+	if out, errs := g.Missing(); out != 0 || errs != 0 {
+		t.Fatalf("Missing() = %d, %d after Resync; want 0, 0", out, errs)
+	}
+	g.Pumped(Stderr, time.Now(), 5) // more pumped than counted: none missing
+	if out, errs := g.Missing(); out != 0 || errs != 0 {
+		t.Fatalf("Missing() = %d, %d with the pump ahead; want 0, 0", out, errs)
+	}
+}

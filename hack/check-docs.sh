@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Fails when the docs name a file or folder of the tree that is not there:
+# every `path` in backquotes that starts with cmd/, pkg/, test/, hack/,
+# deploy/ or proto/, and in docs/architecture.md every `name.go` (its
+# tables name files of pkg/cri, pkg/vk and the cmds by their base name).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+status=0
+for doc in README.md docs/*.md; do
+	for p in $(grep -oE '`(cmd|pkg|test|hack|deploy|proto)/[A-Za-z0-9_./-]+`' "$doc" | tr -d '`' | sort -u); do
+		p="${p%.}"
+		case "$p" in */_output/*) continue ;; esac # made by a run
+		if [ ! -e "$p" ]; then
+			echo "$doc names $p, which is not in the tree" >&2
+			status=1
+		fi
+	done
+done
+for f in $(grep -oE '`[A-Za-z0-9_]+\.go`' docs/architecture.md | tr -d '`' | sort -u); do
+	found=
+	for dir in pkg/cri pkg/vk cmd/cri-compose cmd/vk-cri; do
+		[ -e "$dir/$f" ] && found=1
+	done
+	if [ -z "$found" ]; then
+		echo "docs/architecture.md names $f, which is in none of pkg/cri, pkg/vk, cmd/cri-compose, cmd/vk-cri" >&2
+		status=1
+	fi
+done
+[ "$status" -ne 0 ] || echo "the docs name only files and folders of the tree"
+exit "$status"
