@@ -21,8 +21,6 @@ import (
 
 	"github.com/virtual-kubelet/virtual-kubelet/log"
 	"github.com/virtual-kubelet/virtual-kubelet/log/klogv2"
-	"github.com/virtual-kubelet/virtual-kubelet/node"
-	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -130,51 +128,22 @@ func run() error {
 			dnsServers = append(dnsServers, s)
 		}
 	}
-	// nodeutil.NewNode makes a client from $KUBECONFIG before taking ours:
-	// let it find the same file rather than warn.
-	os.Setenv("KUBECONFIG", o.kubeconfig)
-	var provider *vk.Provider
-	mux := http.NewServeMux()
-	n, err := nodeutil.NewNode(o.nodeName,
-		func(pc nodeutil.ProviderConfig) (nodeutil.Provider, node.NodeProvider, error) {
-			p, err := vk.New(ctx, vk.Config{
-				NodeName: o.nodeName, NodeIPs: []string{nodeIP}, StateDir: stateDir, Runtime: rt,
-				Client: client, ConfigMaps: pc.ConfigMaps, Secrets: pc.Secrets, Services: pc.Services,
-				DNS:          vk.DNS{ClusterDNS: dnsServers, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf},
-				ResyncPeriod: o.resync,
-			})
-			if err != nil {
-				return nil, nil, err
-			}
-			err = p.ConfigureNode(ctx, pc.Node, vk.NodeConfig{Pods: o.pods, Taints: taints, KubeletPort: port, Version: version,
-				KubeReserved: o.kubeReserved.list, SystemReserved: o.systemReserved.list})
-			if err != nil {
-				return nil, nil, err
-			}
-			mux.Handle("/", p.Handler(pc.Pods))
-			provider = p
-			return p, p, nil
-		},
-		nodeutil.WithClient(client),
-		// The provider gets only listers; the informers behind them tell
-		// it when a mounted configMap or secret changes.
-		nodeutil.WithPodControllerConfigOverrides(func(pc *node.PodControllerConfig) error {
-			return provider.WatchObjects(pc.ConfigMapInformer.Informer(), pc.SecretInformer.Informer())
-		}),
-		func(c *nodeutil.NodeConfig) error {
-			c.HTTPListenAddr = listen
-			c.TLSConfig = tlsCfg
-			c.Handler = vk.WithAuth(auth, mux)
-			c.NumWorkers = o.workers
-			// Env (status.podIP included) is resolved by vk-cri when the
-			// container starts, as kubelet does.
-			c.SkipDownwardAPIResolution = true
-			return nil
-		},
-	)
+	ctrls := vk.NewControllers(client, o.nodeName)
+	provider, err := vk.New(ctx, vk.Config{
+		NodeName: o.nodeName, NodeIPs: []string{nodeIP}, StateDir: stateDir, Runtime: rt,
+		Client: client, Services: ctrls.Services,
+		DNS:          vk.DNS{ClusterDNS: dnsServers, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf},
+		ResyncPeriod: o.resync,
+	})
 	if err != nil {
 		return err
 	}
+	err = provider.ConfigureNode(ctx, ctrls.Node, vk.NodeConfig{Pods: o.pods, Taints: taints, KubeletPort: port, Version: version,
+		KubeReserved: o.kubeReserved.list, SystemReserved: o.systemReserved.list})
+	if err != nil {
+		return err
+	}
+	handler := vk.WithAuth(auth, provider.Handler(ctrls.Pods))
 	runDone := make(chan struct{})
 	go func() { provider.Run(ctx); close(runDone) }()
 	if o.metricsAddress != "" {
@@ -183,14 +152,20 @@ func run() error {
 		}
 	}
 	nodeDone := make(chan error, 1)
-	go func() { nodeDone <- n.Run(ctx) }()
+	go func() {
+		nodeDone <- ctrls.Run(ctx, provider, vk.ServeConfig{Addr: listen, TLS: tlsCfg, Handler: handler, Workers: o.workers})
+	}()
 	klog.InfoS("vk-cri running", "node", o.nodeName, "nodeIP", nodeIP, "kubeletAPI", listen,
 		"clientCA", o.clientCA != "", "authorization", o.authorizationMode, "anonymous", o.anonymousAuth, "cri", o.criEndpoint, "runtime", provider.RuntimeName(), "stateDir", stateDir)
-	if err := n.WaitReady(ctx, 0); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("node not ready: %w", err)
+	select {
+	case <-ctrls.Ready():
+		klog.InfoS("Node registered", "node", o.nodeName)
+		err = <-nodeDone
+	case err = <-nodeDone:
+		if ctx.Err() == nil {
+			err = fmt.Errorf("node not ready: %w", err)
+		}
 	}
-	klog.InfoS("Node registered", "node", o.nodeName)
-	err = <-nodeDone
 	stop()
 	<-runDone
 	if ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled)) {

@@ -14,8 +14,11 @@
 //     files on disk, image pulls).
 //   - volumes_projected.go, token.go, atomic_writer.go, volumes_watch.go:
 //     projected volumes and service account tokens (TokenRequest, refreshed
-//     as kubelet does), kubelet's atomic-writer layout, and the informer
-//     hooks that bring configMap and secret changes to running pods.
+//     as kubelet does), kubelet's atomic-writer layout, and the
+//     per-object configMap and secret watches (as kubelet's watch-based
+//     managers) that also bring their changes to running pods.
+//   - controllers.go: virtual-kubelet's node and pod controllers, wired
+//     to read only what the Node authorizer lets a node read.
 //   - env_services.go: service link variables (enableServiceLinks).
 //   - runtimeclass.go: a pod's RuntimeClass → the CRI runtime handler.
 //   - restart.go: kubelet's restart policy and crash-loop back-off.

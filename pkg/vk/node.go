@@ -69,8 +69,10 @@ func (p *Provider) ConfigureNode(ctx context.Context, n *v1.Node, nc NodeConfig)
 	if n.Labels == nil {
 		n.Labels = map[string]string{}
 	}
+	// Only labels NodeRestriction lets a node set on itself: none under
+	// kubernetes.io or k8s.io but kubelet's own (hostname, os, arch, …).
+	// A role (node-role.kubernetes.io/<role>) is for the admin to set.
 	n.Labels["type"] = "virtual-kubelet"
-	n.Labels["kubernetes.io/role"] = "agent"
 	n.Labels["kubernetes.io/hostname"] = p.cfg.NodeName
 	n.Labels[v1.LabelOSStable] = h.operatingSyst
 	n.Labels[v1.LabelArchStable] = h.architecture

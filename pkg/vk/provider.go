@@ -31,11 +31,10 @@ type Config struct {
 	// StateDir holds the pods' volume files and logs.
 	StateDir string
 	Runtime  *Runtime
-	// Client reads what listers have not seen yet (a configMap created
-	// a moment before its pod).
-	Client     kubernetes.Interface
-	ConfigMaps corev1listers.ConfigMapLister
-	Secrets    corev1listers.SecretLister
+	// Client reads the configMaps and secrets the node's pods reference,
+	// one watch per object (volumes_watch.go), and what those watches
+	// have not listed yet.
+	Client kubernetes.Interface
 	// Services gives the containers' service link variables (none when
 	// nil).
 	Services corev1listers.ServiceLister
@@ -108,13 +107,13 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	p := &Provider{
 		cfg: cfg, rt: cfg.Runtime, clock: cfg.Clock,
 		backoff:        newBackoff(cfg.Clock, backoffInitial, backoffMax),
-		objects:        newAPIObjects(cfg),
 		mem:            &memoryMedium{},
 		runtimeName:    v.GetRuntimeName(),
 		runtimeVersion: v.GetRuntimeVersion(),
 		workers:        map[types.UID]*podWorker{},
 		byName:         map[string]types.UID{},
 	}
+	p.objects = newAPIObjects(cfg, p.objectChanged)
 	p.runner = newHandlerRunner(cfg.Runtime)
 	if cfg.Client != nil {
 		p.runtimeClasses = apiRuntimeClasses(cfg.Client)
@@ -155,6 +154,7 @@ func (p *Provider) Run(ctx context.Context) {
 		}
 	})
 	wg.Wait()
+	stopObjectWatches(p.objects)
 	p.stopEvents()
 }
 
@@ -181,6 +181,7 @@ func key(namespace, name string) string { return namespace + "/" + name }
 func (p *Provider) CreatePod(_ context.Context, pod *v1.Pod) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	registerObjects(p.objects, pod)
 	if w, ok := p.workers[pod.UID]; ok {
 		w.setPod(pod)
 		return nil
@@ -204,6 +205,7 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) error {
 	if !ok {
 		return p.CreatePod(ctx, pod)
 	}
+	registerObjects(p.objects, pod)
 	w.setPod(pod)
 	return nil
 }
@@ -265,6 +267,7 @@ func (p *Provider) forget(w *podWorker) {
 	if p.workers[pod.UID] == w {
 		delete(p.workers, pod.UID)
 		forgetTokens(p.objects, pod.UID)
+		unregisterObjects(p.objects, pod.UID)
 	}
 	if p.byName[key(pod.Namespace, pod.Name)] == pod.UID {
 		delete(p.byName, key(pod.Namespace, pod.Name))
@@ -360,12 +363,12 @@ func (p *Provider) PortForward(context.Context, string, string, int32, io.ReadWr
 // GetStatsSummary and GetMetricsResource are in stats.go and
 // stats_metrics.go.
 
-// apiObjects reads configMaps and secrets from the informers' caches,
-// and from the API server when the cache has not seen them yet.
+// apiObjects reads configMaps and secrets from their watches
+// (volumes_watch.go), and from the API server when a watch has not
+// listed its object yet.
 type apiObjects struct {
-	client     kubernetes.Interface
-	configMaps corev1listers.ConfigMapLister
-	secrets    corev1listers.SecretLister
+	client  kubernetes.Interface
+	watches *objectWatches // nil without a client
 	// Set by newAPIObjects (volumes_objects.go).
 	serviceLister corev1listers.ServiceLister
 	tokens        *tokenManager
@@ -373,12 +376,13 @@ type apiObjects struct {
 }
 
 func (o *apiObjects) configMap(ns, name string) (*v1.ConfigMap, error) {
-	if o.configMaps != nil {
-		if cm, err := o.configMaps.ConfigMaps(ns).Get(name); err == nil {
+	if o.client == nil {
+		return nil, fmt.Errorf("%w: configMap %s/%s", errNotFound, ns, name)
+	}
+	if obj, ok := o.watches.cached(objectRef{kindConfigMap, ns, name}); ok {
+		if cm, _ := obj.(*v1.ConfigMap); cm != nil {
 			return cm, nil
 		}
-	}
-	if o.client == nil {
 		return nil, fmt.Errorf("%w: configMap %s/%s", errNotFound, ns, name)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -391,12 +395,13 @@ func (o *apiObjects) configMap(ns, name string) (*v1.ConfigMap, error) {
 }
 
 func (o *apiObjects) secret(ns, name string) (*v1.Secret, error) {
-	if o.secrets != nil {
-		if s, err := o.secrets.Secrets(ns).Get(name); err == nil {
+	if o.client == nil {
+		return nil, fmt.Errorf("%w: secret %s/%s", errNotFound, ns, name)
+	}
+	if obj, ok := o.watches.cached(objectRef{kindSecret, ns, name}); ok {
+		if s, _ := obj.(*v1.Secret); s != nil {
 			return s, nil
 		}
-	}
-	if o.client == nil {
 		return nil, fmt.Errorf("%w: secret %s/%s", errNotFound, ns, name)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

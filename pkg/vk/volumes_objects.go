@@ -5,12 +5,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// newAPIObjects is the provider's objectSource: configMaps, secrets and
-// services from the informers' caches, tokens from the TokenRequest API.
-func newAPIObjects(cfg Config) *apiObjects {
-	o := &apiObjects{client: cfg.Client, configMaps: cfg.ConfigMaps, secrets: cfg.Secrets, serviceLister: cfg.Services}
+// newAPIObjects is the provider's objectSource: configMaps and secrets
+// from their per-object watches (changed tells of a change), services
+// from the lister, tokens from the TokenRequest API.
+func newAPIObjects(cfg Config, changed func(objectRef)) *apiObjects {
+	o := &apiObjects{client: cfg.Client, serviceLister: cfg.Services}
 	if cfg.Client != nil {
 		o.tokens = newTokenManager(clientTokenRequester(cfg.Client), cfg.Clock)
+		o.watches = newObjectWatches(cfg.Client, changed)
 	}
 	return o
 }
@@ -36,5 +38,27 @@ func (p *Provider) setAllocatable(r v1.ResourceList) {
 func forgetTokens(src objectSource, uid types.UID) {
 	if o, ok := src.(*apiObjects); ok && o.tokens != nil {
 		o.tokens.forgetPod(uid)
+	}
+}
+
+// registerObjects watches the configMaps and secrets pod references, as
+// long as it references them.
+func registerObjects(src objectSource, pod *v1.Pod) {
+	if o, ok := src.(*apiObjects); ok && o.watches != nil {
+		o.watches.registerPod(pod)
+	}
+}
+
+// unregisterObjects drops the watches only a pod that is gone needed.
+func unregisterObjects(src objectSource, uid types.UID) {
+	if o, ok := src.(*apiObjects); ok && o.watches != nil {
+		o.watches.unregisterPod(uid)
+	}
+}
+
+// stopObjectWatches ends every watch, when the provider stops.
+func stopObjectWatches(src objectSource) {
+	if o, ok := src.(*apiObjects); ok && o.watches != nil {
+		o.watches.stopAll()
 	}
 }

@@ -43,7 +43,7 @@ func TestContainerd(t *testing.T) {
 	}
 	vkCtrdLog := filepath.Join(runDir, "vk-cri-containerd.log")
 	stop, err := startProcess(vkCtrdLog, filepath.Join(runDir, "bin", "vk-cri"),
-		"--kubeconfig", filepath.Join(runDir, "kubeconfig"), "--nodename", n.name,
+		"--kubeconfig", mustNodeKubeconfig(t, n.name), "--nodename", n.name,
 		"--cri-endpoint", "unix://"+ctrd.sock,
 		"--listen-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		"--client-ca-file", kubeletCACert, "--node-ip", "127.0.0.1",

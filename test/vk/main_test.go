@@ -248,6 +248,9 @@ func setup() (cleanup func()) {
 	args.Set("proxy-client-cert-file", proxyCert)
 	args.Set("proxy-client-key-file", proxyKey)
 	args.Set("enable-aggregator-routing", "true")
+	for k, v := range nodeAuthorization { // identity_test.go
+		args.Set(k, v)
+	}
 	if restConfig, err = env.Start(); err != nil {
 		return fail(fmt.Errorf("start control plane: %w", err))
 	}
@@ -309,9 +312,12 @@ func setup() (cleanup func()) {
 	// vk-cri.
 	start = time.Now()
 	nodeName = "vk-e2e-" + runID
+	if vkKubeconfig, err = nodeKubeconfig(nodeName); err != nil {
+		return fail(err)
+	}
 	vkLog = filepath.Join(runDir, "vk-cri.log")
 	vkArgs := []string{
-		"--kubeconfig", kubeconfig, "--nodename", nodeName, "--cri-endpoint", "unix://" + criSock,
+		"--kubeconfig", vkKubeconfig, "--nodename", nodeName, "--cri-endpoint", "unix://" + criSock,
 		"--listen-address", kubeletAddr, "--client-ca-file", kubeletCACert, "--node-ip", "127.0.0.1",
 		"--state-dir", filepath.Join(runDir, "vk-state"), "--pods", "20", "-v=3"}
 	// VK_E2E_ARGS: more vk-cri flags, to compare settings (make bench-vk).

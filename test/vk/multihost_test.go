@@ -116,7 +116,7 @@ func startRemoteNode(t *testing.T) *remoteNode {
 		t.Fatal(err)
 	}
 	stopVK, err := startProcess(h.logs[1], filepath.Join(runDir, "bin", "vk-cri"),
-		"--kubeconfig", filepath.Join(runDir, "kubeconfig"), "--nodename", h.node,
+		"--kubeconfig", mustNodeKubeconfig(t, h.node), "--nodename", h.node,
 		"--cri-endpoint", "unix://"+h.criSock,
 		"--listen-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		"--client-ca-file", kubeletCACert, "--node-ip", "127.0.0.1",

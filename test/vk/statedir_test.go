@@ -41,7 +41,7 @@ func TestStateDirFull(t *testing.T) {
 	}
 	log := filepath.Join(dir, "vk-cri.log")
 	stop, err := startProcess(log, filepath.Join(runDir, "bin", "vk-cri"),
-		"--kubeconfig", filepath.Join(runDir, "kubeconfig"), "--nodename", node,
+		"--kubeconfig", mustNodeKubeconfig(t, node), "--nodename", node,
 		"--cri-endpoint", "unix://"+criSock,
 		"--listen-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		"--client-ca-file", kubeletCACert, "--node-ip", "127.0.0.1",

@@ -24,11 +24,15 @@ func TestNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, want := range map[string]string{"type": "virtual-kubelet", "kubernetes.io/role": "agent",
+	for k, want := range map[string]string{"type": "virtual-kubelet",
 		"kubernetes.io/os": "linux", "kubernetes.io/hostname": nodeName} {
 		if got := n.Labels[k]; got != want {
 			t.Errorf("label %s = %q, want %q", k, got, want)
 		}
+	}
+	// NodeRestriction refuses a node that sets its own role.
+	if _, ok := n.Labels["kubernetes.io/role"]; ok {
+		t.Errorf("labels %v: kubernetes.io/role is not the node's to set", n.Labels)
 	}
 	if n.Labels["kubernetes.io/arch"] == "" {
 		t.Error("no kubernetes.io/arch label")

@@ -90,16 +90,11 @@ func TestProjectedVolume(t *testing.T) {
 	ns := namespace(t)
 	ctx := context.Background()
 	core := client.CoreV1()
-	sa, err := core.ServiceAccounts(ns).Create(ctx, &v1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "robot"}}, metav1.CreateOptions{})
-	mustCreate(t, "service account", sa, err)
+	serviceAccount(t, ns, "robot")
 	cm, err := core.ConfigMaps(ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cfg"}, Data: map[string]string{"a": "one"}}, metav1.CreateOptions{})
 	mustCreate(t, "configMap", cm, err)
 	sec, err := core.Secrets(ns).Create(ctx, &v1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sec"}, Data: map[string][]byte{"pw": []byte("s3cret")}}, metav1.CreateOptions{})
 	mustCreate(t, "secret", sec, err)
-	// What kube-controller-manager's root-ca-cert-publisher would make.
-	rootCA, err := core.ConfigMaps(ns).Create(ctx, &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-root-ca.crt"},
-		Data: map[string]string{"ca.crt": string(restConfig.CAData)}}, metav1.CreateOptions{})
-	mustCreate(t, "kube-root-ca.crt", rootCA, err)
 
 	exp := int64(600)
 	apiVol, apiMount := kubeAPIAccess()
