@@ -3,6 +3,7 @@ package fault
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -90,6 +91,12 @@ func TestEngineRestart(t *testing.T) {
 	n := checkCounter(t, logPath, 5)
 	waitCounter(t, logPath, n+20, 30*time.Second)
 	checkCounter(t, logPath, n+20)
+	if t.Failed() {
+		// Whether the engine's own log holds the line the CRI log lacks
+		// tells the pump's loss from the engine's.
+		out, err := exec.Command("docker", "-H", pe.Host(), "logs", "-t", c).CombinedOutput()
+		t.Logf("the engine's own log of the container (%v):\n%s", err, out)
+	}
 	k.expect("after a live-restore restart", map[string][]string{id: {c}})
 
 	// 2. Restart without live-restore: the engine stops the pod.
