@@ -246,24 +246,7 @@ func podObjectRefs(pod *v1.Pod) []objectRef {
 	for _, s := range pod.Spec.ImagePullSecrets {
 		add(kindSecret, s.Name)
 	}
-	for i := range pod.Spec.Volumes {
-		v := &pod.Spec.Volumes[i]
-		switch {
-		case v.ConfigMap != nil:
-			add(kindConfigMap, v.ConfigMap.Name)
-		case v.Secret != nil:
-			add(kindSecret, v.Secret.SecretName)
-		case v.Projected != nil:
-			for _, s := range v.Projected.Sources {
-				if s.ConfigMap != nil {
-					add(kindConfigMap, s.ConfigMap.Name)
-				}
-				if s.Secret != nil {
-					add(kindSecret, s.Secret.Name)
-				}
-			}
-		}
-	}
+	volumeObjects(pod, add)
 	envOf := func(env []v1.EnvVar, from []v1.EnvFromSource) {
 		for _, f := range from {
 			if f.ConfigMapRef != nil {
@@ -318,20 +301,32 @@ func (p *Provider) objectChanged(r objectRef) {
 // mountsObject tells whether one of pod's volumes shows the configMap or
 // secret name (env is read only when a container starts, as in kubelet).
 func mountsObject(pod *v1.Pod, kind objectKind, name string) bool {
+	found := false
+	volumeObjects(pod, func(k objectKind, n string) {
+		found = found || (k == kind && n == name)
+	})
+	return found
+}
+
+// volumeObjects calls fn with each configMap and secret that pod's volumes
+// show, projected sources included.
+func volumeObjects(pod *v1.Pod, fn func(objectKind, string)) {
 	for i := range pod.Spec.Volumes {
 		v := &pod.Spec.Volumes[i]
 		switch {
-		case kind == kindConfigMap && v.ConfigMap != nil && v.ConfigMap.Name == name,
-			kind == kindSecret && v.Secret != nil && v.Secret.SecretName == name:
-			return true
+		case v.ConfigMap != nil:
+			fn(kindConfigMap, v.ConfigMap.Name)
+		case v.Secret != nil:
+			fn(kindSecret, v.Secret.SecretName)
 		case v.Projected != nil:
 			for _, s := range v.Projected.Sources {
-				if (kind == kindConfigMap && s.ConfigMap != nil && s.ConfigMap.Name == name) ||
-					(kind == kindSecret && s.Secret != nil && s.Secret.Name == name) {
-					return true
+				if s.ConfigMap != nil {
+					fn(kindConfigMap, s.ConfigMap.Name)
+				}
+				if s.Secret != nil {
+					fn(kindSecret, s.Secret.Name)
 				}
 			}
 		}
 	}
-	return false
 }
