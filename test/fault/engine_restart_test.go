@@ -1,15 +1,16 @@
 package fault
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/moby/moby/api/pkg/stdcopy"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/test/privengine"
@@ -94,8 +95,7 @@ func TestEngineRestart(t *testing.T) {
 	if t.Failed() {
 		// Whether the engine's own log holds the line the CRI log lacks
 		// tells the pump's loss from the engine's.
-		out, err := exec.Command("docker", "-H", pe.Host(), "logs", "-t", c).CombinedOutput()
-		t.Logf("the engine's own log of the container (%v):\n%s", err, out)
+		t.Logf("the engine's own log of the container:\n%s", engineLog(k.eng, c))
 	}
 	k.expect("after a live-restore restart", map[string][]string{id: {c}})
 
@@ -127,4 +127,21 @@ func TestEngineRestart(t *testing.T) {
 		t.Fatalf("cri-compose was restarted (pid %d, now %d)", pid, k.d.Pid())
 	}
 	k.teardown()
+}
+
+// engineLog is the engine's own log of container id, timestamped, or why
+// it could not be read.
+func engineLog(eng *suite.Engine, id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rc, err := eng.ContainerLogs(ctx, id, time.Time{}, false)
+	if err != nil {
+		return err.Error()
+	}
+	defer rc.Close()
+	var out strings.Builder
+	if _, err := stdcopy.StdCopy(&out, &out, rc); err != nil {
+		fmt.Fprintf(&out, "(%v)", err)
+	}
+	return out.String()
 }
