@@ -89,9 +89,8 @@ func (g *Gate) poke() {
 // Behind reports, per stream, whether the attach stream has seen output
 // the pump has not written yet.
 func (g *Gate) Behind() (stdout, stderr bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.attached[0] > g.pumped[0], g.attached[1] > g.pumped[1]
+	out, errs := g.Missing()
+	return out > 0, errs > 0
 }
 
 // Missing is how many bytes of each stream the attach stream has seen and
