@@ -52,6 +52,9 @@ func checkCounter(t *testing.T, eng *suite.Engine, id, path string, atLeast int)
 			if engineHas == nil {
 				engineHas = engineCounterLines(engineLog(eng, id))
 			}
+			if !engineHas[got] || (next > 0 && !engineHas[next-1]) {
+				t.Fatalf("log line %q, want line %d; the engine's own log does not hold the lines around the gap either, so it cannot tell whose loss it is:\n%s", l, next, engineLog(eng, id))
+			}
 			for i := next; i < got; i++ {
 				if engineHas[i] {
 					t.Fatalf("log line %q, want line %d, which the engine's own log holds: lost output\n%s\nthe engine's own log of the container:\n%s", l, i, b, engineLog(eng, id))
