@@ -24,15 +24,15 @@ var (
 // old one atomically, so `docker compose` (v2, and v1 run in that folder)
 // always reads a whole file naming every service.
 func (s *Server) writeProject(sandboxID string) error {
-	sb, err := s.store.sandbox(sandboxID)
+	sb, err := s.store.Sandbox(sandboxID)
 	if err != nil {
 		return err
 	}
-	services := []types.ServiceConfig{sb.Service}
+	services := []types.ServiceConfig{*sb.Service}
 	// Oldest first: a service's newest attempt is the one the file keeps.
-	ctrs := s.store.containersOf(sb.ID)
+	ctrs := s.store.ContainersOf(sb.ID)
 	for i := len(ctrs) - 1; i >= 0; i-- {
-		services = append(services, ctrs[i].ServiceCfg)
+		services = append(services, *ctrs[i].ServiceCfg)
 	}
 	network := ""
 	if sb.Service.NetworkMode != "host" {

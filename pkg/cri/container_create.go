@@ -28,7 +28,7 @@ func (s *Server) createContainer(ctx context.Context, r *runtime.CreateContainer
 	if err := sandbox.ValidateContainer(cfg); err != nil {
 		return "", err
 	}
-	sb, err := s.store.sandbox(r.GetPodSandboxId())
+	sb, err := s.store.Sandbox(r.GetPodSandboxId())
 	if err != nil {
 		return "", fmt.Errorf("create container %q: %w", cfg.GetMetadata().GetName(), err)
 	}
@@ -82,7 +82,7 @@ func (s *Server) createContainer(ctx context.Context, r *runtime.CreateContainer
 		return "", fmt.Errorf("create container %q: staging its files: %w", cfg.GetMetadata().GetName(), err)
 	}
 	failpoint(FailCreateAfterCreate) // test only: failpoint.go
-	if err := s.store.refresh(ctx, id); err != nil {
+	if err := s.store.Refresh(ctx, id); err != nil {
 		return "", err
 	}
 	if err := s.writeProject(sb.ID); err != nil {
@@ -92,7 +92,7 @@ func (s *Server) createContainer(ctx context.Context, r *runtime.CreateContainer
 		if rerr := s.docker.ContainerRemove(rctx, id); rerr != nil && !dockerapi.IsNotFound(rerr) {
 			klog.ErrorS(rerr, "Cannot remove a container whose compose file could not be written", "container", id)
 		}
-		_ = s.store.refresh(rctx, id)
+		_ = s.store.Refresh(rctx, id)
 		return "", fmt.Errorf("create container %q: %w", cfg.GetMetadata().GetName(), err)
 	}
 	return id, nil
@@ -159,7 +159,7 @@ func (s *Server) containerUser(ctx context.Context, cfg *runtime.ContainerConfig
 // as an image volume.
 func (s *Server) imageMounted(id string) bool {
 	found := false
-	s.store.eachContainer(func(c containerRec) {
+	s.store.EachContainer(func(c containerRec) {
 		for _, m := range c.Config.GetMounts() {
 			if imageMountRef(m) == id {
 				found = true

@@ -28,24 +28,28 @@ func (s *Server) resync(ctx context.Context) {
 	if err := s.prepare(ctx); err != nil {
 		klog.ErrorS(err, "Engine answers but cannot be prepared for pods")
 	}
-	if err := s.store.resync(ctx); err != nil {
+	readAll, err := s.store.Resync(ctx)
+	if err != nil {
 		klog.ErrorS(err, "Resync with the engine was incomplete")
 	}
-	for _, c := range s.store.listContainers() {
+	for _, c := range s.store.Containers(nil) {
 		s.ensurePump(ctx, c)
 	}
 	s.sweepProjects(ctx)
 	s.files.sweep(ctx)
 	if s.hostInfo().StageMounts { // staged volumes of pods gone: stage_mounts.go
 		live := map[string]bool{}
-		for _, sb := range s.store.listSandboxes() {
+		for _, sb := range s.store.Sandboxes(nil) {
 			live[sb.Project] = true
 		}
 		s.stage.sweep(ctx, live)
 	}
 	// Ready only now, so nobody sees the state dir before the sweep.
-	s.store.markSynced()
-	klog.V(1).InfoS("Resynced with the engine", "sandboxes", len(s.store.listSandboxes()), "containers", len(s.store.listContainers()))
+	if readAll {
+		s.store.MarkSynced()
+	}
+	nsb, nctr := s.store.Len()
+	klog.V(1).InfoS("Resynced with the engine", "sandboxes", nsb, "containers", nctr)
 }
 
 // handleEvent applies one engine event to the store.
@@ -59,9 +63,9 @@ func (s *Server) handleEvent(ctx context.Context, ev dockerapi.Event) {
 		return // exec_*, attach, kill, stop and friends change nothing CRI reports
 	}
 	if ev.Action == "oom" {
-		s.store.noteOOM(ev.ID)
+		s.store.NoteOOM(ev.ID)
 	}
-	if err := s.store.refresh(ctx, ev.ID); err != nil {
+	if err := s.store.Refresh(ctx, ev.ID); err != nil {
 		klog.V(2).InfoS("Refresh after engine event failed", "container", ev.ID, "action", ev.Action, "err", err)
 	}
 }
@@ -84,7 +88,7 @@ func (s *Server) runningFn(id string) func(context.Context) bool {
 // sweepProjects rewrites the compose file of every pod and removes project
 // folders whose pod is gone (left by a crash between steps).
 func (s *Server) sweepProjects(ctx context.Context) {
-	for _, sb := range s.store.listSandboxes() {
+	for _, sb := range s.store.Sandboxes(nil) {
 		if err := s.writeProject(sb.ID); err != nil {
 			klog.ErrorS(err, "Cannot write compose file", "project", sb.Project)
 		}
@@ -100,7 +104,7 @@ func (s *Server) sweepProjects(ctx context.Context) {
 		return
 	}
 	live := map[string]bool{}
-	for _, sb := range s.store.listSandboxes() {
+	for _, sb := range s.store.Sandboxes(nil) {
 		live[sb.Project] = true
 	}
 	for _, e := range entries {

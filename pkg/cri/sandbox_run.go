@@ -73,7 +73,7 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 		return "", fmt.Errorf("create pod sandbox %s: %w", spec.Project, err)
 	}
 	failpoint(FailRunAfterInfraCreate)
-	if err := s.store.refresh(ctx, id); err != nil {
+	if err := s.store.Refresh(ctx, id); err != nil {
 		return "", err
 	}
 	if err := s.writeProject(id); err != nil {
@@ -87,7 +87,7 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 		return "", fmt.Errorf("start pod sandbox %s: %w", spec.Project, err)
 	}
 	failpoint(FailRunAfterStart)
-	if err := s.store.refresh(ctx, id); err != nil {
+	if err := s.store.Refresh(ctx, id); err != nil {
 		return "", err
 	}
 	klog.V(1).InfoS("Pod sandbox running", "id", id, "project", spec.Project)
@@ -101,7 +101,7 @@ func (s *Server) cleanupSandbox(id, project string) {
 	if err := s.docker.ContainerRemove(ctx, id); err != nil && !dockerapi.IsNotFound(err) {
 		klog.ErrorS(err, "Cannot remove a half-made pod sandbox", "id", id)
 	}
-	_ = s.store.refresh(ctx, id)
+	_ = s.store.Refresh(ctx, id)
 	_ = s.removeProject(project)
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cri-compose/cri-compose/pkg/cri/perm"
+	"github.com/cri-compose/cri-compose/pkg/cri/store"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/pause"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
@@ -62,7 +63,7 @@ type Server struct {
 	// began: the store is current only once it is the stream's current one.
 	resyncedConn atomic.Uint64
 	images       *ImageService
-	store        *store
+	store        *store.Store
 	pumps        *logPumps
 	access       perm.Access // who may read the state dir and logs (state_dir.go)
 
@@ -106,24 +107,29 @@ func NewServer(cfg Config, d *dockerapi.Client) *Server {
 		docker: d,
 		events: d.NewEvents(),
 		images: NewImageService(d, cfg.Mirrors),
-		store:  newStore(d, cfg.Network),
 		pumps:  newLogPumps(d, access),
 		access: access,
 
 		started: time.Now(),
 	}
-	s.store.beforeExit = s.beforeExit // logs.go
 	s.files = newImageFiles(d, cfg.StateDir, s.started)
 	s.files.inUse = s.imageMounted
 	s.images.onRemove = s.files.forgetImage
-	// stats and events: container_events.go, stats.go
-	s.cevents = newContainerEvents(s.store)
-	s.stats = newStatsCollector(d, s.store)
-	s.store.onChange = s.cevents.onContainer
-	s.store.onSandboxChange = s.cevents.onSandbox
 	s.host = sandbox.Host{Network: cfg.Network, StateDir: cfg.StateDir, InfraImage: cfg.PodInfraImage, LogConfig: cfg.LogConfig}
-	// This server owns the pods of its state dir only (store.projectsDir).
-	s.store.projectsDir = s.host.ProjectDir("")
+	// stats and events: container_events.go, stats.go. The store's changes
+	// feed GetContainerEvents, which reads the store back: the hub learns
+	// of the store once it exists.
+	s.cevents = newContainerEvents(nil)
+	s.store = store.New(d, store.Options{
+		Network: cfg.Network,
+		// This server owns the pods of its state dir only.
+		ProjectsDir: s.host.ProjectDir(""),
+		OnContainer: s.cevents.onContainer,
+		OnSandbox:   s.cevents.onSandbox,
+		BeforeExit:  s.beforeExit, // logs.go
+	})
+	s.cevents.store = s.store
+	s.stats = newStatsCollector(d, s.store)
 	s.stream = newStreamServer(cfg.StreamAddress, cfg.StreamIdleTimeout, s) // listens now, serves from Run
 	s.stage = newStager(d, cfg.StateDir, func() string { return s.hostInfo().InfraImage })
 	s.stopping, s.stopStreams = context.WithCancel(context.Background())
