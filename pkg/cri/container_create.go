@@ -9,6 +9,7 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/cri-compose/cri-compose/pkg/cri/staging"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 )
@@ -49,9 +50,9 @@ func (s *Server) createContainer(ctx context.Context, r *runtime.CreateContainer
 	}
 	in := sandbox.ContainerInput{SandboxID: sb.ID, Sandbox: sb.Config, Config: cfg, ImageID: img.ID, ImageRef: img.Ref,
 		User: user, ImageMounts: imageMounts}
-	var copies []fileCopy
-	if s.hostInfo().StageMounts { // the engine is remote: stage_mounts.go
-		if in.Staged, copies, err = s.stage.stage(ctx, sb.Project, cfg); err != nil {
+	var copies []staging.FileCopy
+	if s.hostInfo().StageMounts { // the engine is remote: pkg/cri/staging
+		if in.Staged, copies, err = s.stage.Stage(ctx, sb.Project, cfg); err != nil {
 			return "", fmt.Errorf("create container %q: %w", cfg.GetMetadata().GetName(), err)
 		}
 	}
@@ -75,7 +76,7 @@ func (s *Server) createContainer(ctx context.Context, r *runtime.CreateContainer
 	if err != nil {
 		return "", fmt.Errorf("create container %q in %s: %w", cfg.GetMetadata().GetName(), sb.Project, err)
 	}
-	if err := s.stage.copyFiles(ctx, id, copies); err != nil {
+	if err := s.stage.CopyFiles(ctx, id, copies); err != nil {
 		if rerr := s.docker.ContainerRemove(context.WithoutCancel(ctx), id); rerr != nil {
 			klog.ErrorS(rerr, "Cannot remove a container whose files could not be staged", "container", id)
 		}

@@ -37,12 +37,12 @@ func (s *Server) resync(ctx context.Context) {
 	}
 	s.sweepProjects(ctx)
 	s.files.sweep(ctx)
-	if s.hostInfo().StageMounts { // staged volumes of pods gone: stage_mounts.go
+	if s.hostInfo().StageMounts { // staged volumes of pods gone: pkg/cri/staging
 		live := map[string]bool{}
 		for _, sb := range s.store.Sandboxes(nil) {
 			live[sb.Project] = true
 		}
-		s.stage.sweep(ctx, live)
+		s.stage.Sweep(ctx, live)
 	}
 	// Ready only now, so nobody sees the state dir before the sweep.
 	if readAll {

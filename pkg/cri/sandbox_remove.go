@@ -34,8 +34,8 @@ func (s *Server) RemovePodSandbox(ctx context.Context, r *runtime.RemovePodSandb
 	if err := s.store.Refresh(ctx, sb.ID); err != nil {
 		return nil, grpcError(err)
 	}
-	if s.hostInfo().StageMounts { // stage_mounts.go
-		if err := s.stage.removePod(ctx, sb.Project); err != nil {
+	if s.hostInfo().StageMounts { // pkg/cri/staging
+		if err := s.stage.RemovePod(ctx, sb.Project); err != nil {
 			return nil, grpcError(fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err))
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cri-compose/cri-compose/pkg/cri/perm"
+	"github.com/cri-compose/cri-compose/pkg/cri/staging"
 	"github.com/cri-compose/cri-compose/pkg/cri/store"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/pause"
@@ -48,8 +49,8 @@ type Config struct {
 	StreamIdleTimeout time.Duration
 
 	// StageMounts is when host-path mounts are copied to the engine
-	// (stage_mounts.go; "" is StageAuto).
-	StageMounts StageMode
+	// (pkg/cri/staging; "" is staging.Auto).
+	StageMounts staging.Mode
 }
 
 // Server implements the CRI RuntimeService; ImageService is served beside it.
@@ -84,7 +85,7 @@ type Server struct {
 	// (FollowLog) end with it, so that a graceful stop need not wait.
 	stopping    context.Context
 	stopStreams context.CancelFunc
-	stage       *stager // host-path mounts on remote engines (stage_mounts.go)
+	stage       *staging.Stager // host-path mounts on remote engines
 
 	// files reads images' files: users and groups, image volumes
 	// (image_files.go).
@@ -131,7 +132,7 @@ func NewServer(cfg Config, d *dockerapi.Client) *Server {
 	s.cevents.store = s.store
 	s.stats = newStatsCollector(d, s.store)
 	s.stream = newStreamServer(cfg.StreamAddress, cfg.StreamIdleTimeout, s) // listens now, serves from Run
-	s.stage = newStager(d, cfg.StateDir, func() string { return s.hostInfo().InfraImage })
+	s.stage = staging.New(d, cfg.StateDir, func() string { return s.hostInfo().InfraImage })
 	s.stopping, s.stopStreams = context.WithCancel(context.Background())
 	return s
 }
@@ -160,7 +161,7 @@ func (s *Server) Run(ctx context.Context) {
 	streamDone := s.stream.start(ctx) // the streaming server stops with ctx
 	go s.events.Run(ctx)
 	go s.runStatsAndEvents(ctx) // stats and events: stats.go
-	go s.stage.run(ctx)         // staged mounts: stage_mounts.go
+	go s.stage.Run(ctx)         // staged mounts: pkg/cri/staging
 	ch := s.events.Subscribe(ctx)
 	for ev := range ch {
 		if ev.Resync {
@@ -210,11 +211,11 @@ func (s *Server) prepare(ctx context.Context) error {
 	s.host.AppArmor = h.AppArmor
 	s.host.RecursiveReadOnly = s.docker.AtLeast("1.44")
 	s.host.InfraImage = infra
-	stage := s.decideStaging(info.Name) // stage_mounts.go
+	stage := staging.Decide(s.cfg.StageMounts, s.docker.SharesFilesystem(), info.Name)
 	s.host.StageMounts = stage
 	s.hostMu.Unlock()
 	if stage {
-		s.stage.adopt(ctx)
+		s.stage.Adopt(ctx)
 	}
 	s.prepared = true
 	klog.InfoS("Engine ready for pods", "host", s.docker.Host(), "api", s.docker.APIVersion(),
