@@ -94,28 +94,30 @@ func (s *Server) sweepProjects(ctx context.Context) {
 		}
 	}
 	dir := filepath.Join(s.cfg.StateDir, "projects")
-	// List the folders under writeProject's lock, and the live pods after
-	// that: a folder listed was written after its pod entered the store, so
-	// a RunPodSandbox racing with this sweep keeps its new folder.
-	projectFileMu.Lock()
-	defer projectFileMu.Unlock()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	live := map[string]bool{}
-	for _, sb := range s.store.Sandboxes(nil) {
-		live[sb.Project] = true
-	}
-	for _, e := range entries {
-		// A RunPodSandbox in flight may have written its folder before its
-		// infra container exists.
-		if creatingProjects[e.Name()] {
-			continue
+	// List the folders with them locked (as writeProject locks them), and
+	// the live pods after that: a folder listed was written after its pod
+	// entered the store, so a RunPodSandbox racing with this sweep keeps
+	// its new folder.
+	_ = s.projects.locked(func() error {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil
 		}
-		if !live[e.Name()] {
-			klog.V(1).InfoS("Removing the folder of a project with no pod", "project", e.Name())
-			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		live := map[string]bool{}
+		for _, sb := range s.store.Sandboxes(nil) {
+			live[sb.Project] = true
 		}
-	}
+		for _, e := range entries {
+			// A RunPodSandbox in flight may have written its folder
+			// before its infra container exists.
+			if s.projects.creating[e.Name()] {
+				continue
+			}
+			if !live[e.Name()] {
+				klog.V(1).InfoS("Removing the folder of a project with no pod", "project", e.Name())
+				_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+			}
+		}
+		return nil
+	})
 }

@@ -38,21 +38,17 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 		return "", err
 	}
 	spec.SetConfigHash()
-	projectFileMu.Lock()
-	creatingProjects[spec.Project] = true
-	_, serr := os.Stat(s.hostInfo().ProjectDir(spec.Project))
-	err = s.writeResolvConf(spec.Project, cfg) // the infra container mounts it
-	if err != nil && serr != nil {
-		// Nothing half-made (a full state dir), in a folder of its own,
-		// not an existing pod's.
-		_ = s.removeProject(spec.Project)
-	}
-	projectFileMu.Unlock()
-	defer func() {
-		projectFileMu.Lock()
-		delete(creatingProjects, spec.Project)
-		projectFileMu.Unlock()
-	}()
+	done, err := s.projects.create(spec.Project, func() error {
+		_, serr := os.Stat(s.hostInfo().ProjectDir(spec.Project))
+		err := s.writeResolvConf(spec.Project, cfg) // the infra container mounts it
+		if err != nil && serr != nil {
+			// Nothing half-made (a full state dir), in a folder of its
+			// own, not an existing pod's.
+			_ = s.removeProject(spec.Project)
+		}
+		return err
+	})
+	defer done()
 	if err != nil {
 		return "", err
 	}

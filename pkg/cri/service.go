@@ -86,6 +86,7 @@ type Server struct {
 	stopping    context.Context
 	stopStreams context.CancelFunc
 	stage       *staging.Stager // host-path mounts on remote engines
+	projects    projectFolders  // the pods' project folders (compose_file.go)
 
 	// files reads images' files: users and groups, image volumes
 	// (image_files.go).
