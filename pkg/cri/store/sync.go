@@ -107,11 +107,12 @@ func (s *Store) containerStatus(in container.InspectResponse, md *ContainerMetad
 // NoteOOM counts an "oom" event of container id. The caller refreshes
 // the container after: an exit already applied becomes OOMKilled.
 func (s *Store) NoteOOM(id string) {
+	// Held across the lookup: a delete in between would leave a count.
+	s.oomMu.Lock()
+	defer s.oomMu.Unlock()
 	if _, ok := s.containers.lookup(id); !ok {
 		return // not ours (another instance's), or gone
 	}
-	s.oomMu.Lock()
-	defer s.oomMu.Unlock()
 	s.ooms[id]++
 }
 
