@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/cri-compose/cri-compose/pkg/cri"
+	"github.com/cri-compose/cri-compose/pkg/cri/staging"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 )
 
@@ -24,10 +24,10 @@ func (fc *fileConfig) endpoint() dockerapi.Endpoint {
 }
 
 // stageMode checks --stage-mounts.
-func (fc *fileConfig) stageMode() (cri.StageMode, error) {
-	m := cri.StageMode(fc.StageMounts)
+func (fc *fileConfig) stageMode() (staging.Mode, error) {
+	m := staging.Mode(fc.StageMounts)
 	switch m {
-	case cri.StageAuto, cri.StageAlways, cri.StageNever:
+	case staging.Auto, staging.Always, staging.Never:
 		return m, nil
 	}
 	return "", fmt.Errorf("--stage-mounts %q: want auto, always or never", fc.StageMounts)

@@ -12,27 +12,53 @@ import (
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 )
 
-// projectFileMu guards project folders; creatingProjects (under it) names
-// the projects whose RunPodSandbox is in flight, so that the sweep of
-// folders without a pod leaves them alone.
-var (
-	projectFileMu    sync.Mutex
-	creatingProjects = map[string]bool{}
-)
+// projectFolders guards the pods' project folders, which RunPodSandbox,
+// writeProject and the sweep of folders without a pod all write. Its zero
+// value is ready.
+type projectFolders struct {
+	mu sync.Mutex
+	// creating names the projects whose RunPodSandbox is in flight, so
+	// that the sweep leaves their new folders alone; read it in locked.
+	creating map[string]bool
+}
+
+// locked runs f with the folders to itself.
+func (p *projectFolders) locked(f func() error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return f()
+}
+
+// create runs prepare (which makes project's folder) with the folders to
+// itself, and keeps project in flight until done is called.
+func (p *projectFolders) create(project string, prepare func() error) (done func(), err error) {
+	p.mu.Lock()
+	if p.creating == nil {
+		p.creating = map[string]bool{}
+	}
+	p.creating[project] = true
+	err = prepare()
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		delete(p.creating, project)
+		p.mu.Unlock()
+	}, err
+}
 
 // writeProject renders a pod's compose file from the store and replaces the
 // old one atomically, so `docker compose` (v2, and v1 run in that folder)
 // always reads a whole file naming every service.
 func (s *Server) writeProject(sandboxID string) error {
-	sb, err := s.store.sandbox(sandboxID)
+	sb, err := s.store.Sandbox(sandboxID)
 	if err != nil {
 		return err
 	}
-	services := []types.ServiceConfig{sb.Service}
+	services := []types.ServiceConfig{*sb.Service}
 	// Oldest first: a service's newest attempt is the one the file keeps.
-	ctrs := s.store.containersOf(sb.ID)
+	ctrs := s.store.ContainersOf(sb.ID)
 	for i := len(ctrs) - 1; i >= 0; i-- {
-		services = append(services, ctrs[i].ServiceCfg)
+		services = append(services, *ctrs[i].ServiceCfg)
 	}
 	network := ""
 	if sb.Service.NetworkMode != "host" {
@@ -44,20 +70,20 @@ func (s *Server) writeProject(sandboxID string) error {
 	}
 	h := s.hostInfo()
 	path := h.ComposeFile(sb.Project)
-	projectFileMu.Lock()
-	defer projectFileMu.Unlock()
-	if err := s.writeResolvConf(sb.Project, sb.Config); err != nil {
-		return err
-	}
-	if err := s.access.MkdirAll(filepath.Dir(path)); err != nil {
-		return fmt.Errorf("project folder of %s: %w", sb.Project, err)
-	}
-	// It holds every environment value of the pod: root's and the socket
-	// group's only (state_dir.go).
-	if err := s.access.WriteFile(path, b, s.access.File()); err != nil {
-		return fmt.Errorf("write compose file of %s: %w", sb.Project, err)
-	}
-	return nil
+	return s.projects.locked(func() error {
+		if err := s.writeResolvConf(sb.Project, sb.Config); err != nil {
+			return err
+		}
+		if err := s.access.MkdirAll(filepath.Dir(path)); err != nil {
+			return fmt.Errorf("project folder of %s: %w", sb.Project, err)
+		}
+		// It holds every environment value of the pod: root's and the
+		// socket group's only (state_dir.go).
+		if err := s.access.WriteFile(path, b, s.access.File()); err != nil {
+			return fmt.Errorf("write compose file of %s: %w", sb.Project, err)
+		}
+		return nil
+	})
 }
 
 // writeResolvConf keeps the resolv.conf a pod's DNS config asks for in its

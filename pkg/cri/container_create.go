@@ -9,6 +9,7 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/cri-compose/cri-compose/pkg/cri/staging"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 )
@@ -28,7 +29,7 @@ func (s *Server) createContainer(ctx context.Context, r *runtime.CreateContainer
 	if err := sandbox.ValidateContainer(cfg); err != nil {
 		return "", err
 	}
-	sb, err := s.store.sandbox(r.GetPodSandboxId())
+	sb, err := s.store.Sandbox(r.GetPodSandboxId())
 	if err != nil {
 		return "", fmt.Errorf("create container %q: %w", cfg.GetMetadata().GetName(), err)
 	}
@@ -49,9 +50,9 @@ func (s *Server) createContainer(ctx context.Context, r *runtime.CreateContainer
 	}
 	in := sandbox.ContainerInput{SandboxID: sb.ID, Sandbox: sb.Config, Config: cfg, ImageID: img.ID, ImageRef: img.Ref,
 		User: user, ImageMounts: imageMounts}
-	var copies []fileCopy
-	if s.hostInfo().StageMounts { // the engine is remote: stage_mounts.go
-		if in.Staged, copies, err = s.stage.stage(ctx, sb.Project, cfg); err != nil {
+	var copies []staging.FileCopy
+	if s.hostInfo().StageMounts { // the engine is remote: pkg/cri/staging
+		if in.Staged, copies, err = s.stage.Stage(ctx, sb.Project, cfg); err != nil {
 			return "", fmt.Errorf("create container %q: %w", cfg.GetMetadata().GetName(), err)
 		}
 	}
@@ -75,14 +76,14 @@ func (s *Server) createContainer(ctx context.Context, r *runtime.CreateContainer
 	if err != nil {
 		return "", fmt.Errorf("create container %q in %s: %w", cfg.GetMetadata().GetName(), sb.Project, err)
 	}
-	if err := s.stage.copyFiles(ctx, id, copies); err != nil {
+	if err := s.stage.CopyFiles(ctx, id, copies); err != nil {
 		if rerr := s.docker.ContainerRemove(context.WithoutCancel(ctx), id); rerr != nil {
 			klog.ErrorS(rerr, "Cannot remove a container whose files could not be staged", "container", id)
 		}
 		return "", fmt.Errorf("create container %q: staging its files: %w", cfg.GetMetadata().GetName(), err)
 	}
 	failpoint(FailCreateAfterCreate) // test only: failpoint.go
-	if err := s.store.refresh(ctx, id); err != nil {
+	if err := s.store.Refresh(ctx, id); err != nil {
 		return "", err
 	}
 	if err := s.writeProject(sb.ID); err != nil {
@@ -92,7 +93,7 @@ func (s *Server) createContainer(ctx context.Context, r *runtime.CreateContainer
 		if rerr := s.docker.ContainerRemove(rctx, id); rerr != nil && !dockerapi.IsNotFound(rerr) {
 			klog.ErrorS(rerr, "Cannot remove a container whose compose file could not be written", "container", id)
 		}
-		_ = s.store.refresh(rctx, id)
+		_ = s.store.Refresh(rctx, id)
 		return "", fmt.Errorf("create container %q: %w", cfg.GetMetadata().GetName(), err)
 	}
 	return id, nil
@@ -159,7 +160,7 @@ func (s *Server) containerUser(ctx context.Context, cfg *runtime.ContainerConfig
 // as an image volume.
 func (s *Server) imageMounted(id string) bool {
 	found := false
-	s.store.eachContainer(func(c containerRec) {
+	s.store.EachContainer(func(c containerRec) {
 		for _, m := range c.Config.GetMounts() {
 			if imageMountRef(m) == id {
 				found = true

@@ -9,12 +9,15 @@ import (
 	"google.golang.org/grpc/status"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/cri-compose/cri-compose/pkg/cri/store"
 )
 
 // GetContainerEvents streams container lifecycle events (kubelet's evented
-// PLEG) until the client goes away. Events come from store.onChange, so
-// they follow every change the store sees, whether a handler or the
-// engine's event stream caused it, in order per container. Sandboxes send
+// PLEG) until the client goes away. Events come from the store's
+// OnContainer and OnSandbox, so they follow every change the store sees,
+// whether a handler or the engine's event stream caused it, in order per
+// container. Sandboxes send
 // events too, with the sandbox id as container id, as containerd does.
 //
 // A subscriber that falls more than eventBuffer events behind is cut off
@@ -54,7 +57,7 @@ const goneSandboxes = 256
 // containerEvents fans container events out to the subscribers of
 // GetContainerEvents. publish never blocks.
 type containerEvents struct {
-	store  *store
+	store  *store.Store
 	buffer int
 
 	n  atomic.Int32 // subscribers: no events are built without any
@@ -74,7 +77,7 @@ type eventSub struct {
 	err  error
 }
 
-func newContainerEvents(st *store) *containerEvents {
+func newContainerEvents(st *store.Store) *containerEvents {
 	return &containerEvents{store: st, buffer: eventBuffer, subs: map[*eventSub]struct{}{},
 		gone: map[string]*runtime.PodSandboxStatus{}}
 }
@@ -183,8 +186,9 @@ func eventKinds(oldState, curState runtime.ContainerState, hadOld, hasCur, start
 	return out
 }
 
-// onContainer is store.onChange: it runs under the store's per-container
-// lock, so the events of one container are published in order.
+// onContainer is the store's OnContainer: it runs under the store's
+// per-container lock, so the events of one container are published in
+// order.
 func (h *containerEvents) onContainer(old, cur *containerRec) {
 	if h.n.Load() == 0 {
 		return
@@ -205,7 +209,7 @@ func (h *containerEvents) onContainer(old, cur *containerRec) {
 	h.publish(h.build(rec.ID, rec.SandboxID, nil, kinds)...)
 }
 
-// onSandbox is store.onSandboxChange: the infra container's events, with
+// onSandbox is the store's OnSandbox: the infra container's events, with
 // the sandbox id as container id. READY maps to running, NOTREADY after
 // READY to exited.
 func (h *containerEvents) onSandbox(old, cur *sandboxRec) {
@@ -248,14 +252,14 @@ func (h *containerEvents) onSandbox(old, cur *sandboxRec) {
 // of its containers as the store holds them now (shared, read-only).
 func (h *containerEvents) build(id, sandboxID string, sbStatus *runtime.PodSandboxStatus, kinds []runtime.ContainerEventType) []*runtime.ContainerEventResponse {
 	if sbStatus == nil {
-		if sb, err := h.store.sandbox(sandboxID); err == nil && sb.ID == sandboxID {
+		if sb, err := h.store.Sandbox(sandboxID); err == nil && sb.ID == sandboxID {
 			sbStatus = sandboxStatus(sb)
 		} else {
 			sbStatus = h.gonePod(sandboxID)
 		}
 	}
 	var statuses []*runtime.ContainerStatus
-	for _, c := range h.store.containersOf(sandboxID) {
+	for _, c := range h.store.ContainersOf(sandboxID) {
 		statuses = append(statuses, containerStatus(c))
 	}
 	now := time.Now().UnixNano()

@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-compose/cri-compose/pkg/cri/store"
 )
 
 func TestContainerEventKinds(t *testing.T) {
@@ -52,7 +54,7 @@ func TestContainerEventKinds(t *testing.T) {
 // off with ResourceExhausted once its buffer is full, publish never blocks,
 // and the other subscribers get every event in order.
 func TestContainerEventsSlowSubscriber(t *testing.T) {
-	h := newContainerEvents(newStore(nil, "net"))
+	h := newContainerEvents(store.New(nil, store.Options{Network: "net"}))
 	h.buffer = 8
 	slow := h.subscribe()
 	fast := h.subscribe()

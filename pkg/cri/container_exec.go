@@ -37,7 +37,7 @@ func (s *Server) Exec(ctx context.Context, r *runtime.ExecRequest) (*runtime.Exe
 // runningContainer is the record of a running container, or NotFound or
 // FailedPrecondition naming what the caller wanted to do (op).
 func (s *Server) runningContainer(id, op string) (containerRec, error) {
-	c, err := s.store.container(id)
+	c, err := s.store.Container(id)
 	if err != nil {
 		return containerRec{}, err
 	}

@@ -30,7 +30,7 @@ const MaxExecSyncOutput = 16 << 20
 // exit code. With a timeout, a process still running then is killed and the
 // call fails with DeadlineExceeded.
 func (s *Server) ExecSync(ctx context.Context, r *runtime.ExecSyncRequest) (*runtime.ExecSyncResponse, error) {
-	c, err := s.store.container(r.GetContainerId())
+	c, err := s.store.Container(r.GetContainerId())
 	if err != nil {
 		return nil, grpcError(err)
 	}

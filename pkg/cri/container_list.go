@@ -10,12 +10,12 @@ import (
 
 // ListContainers answers from the store, newest first.
 func (s *Server) ListContainers(ctx context.Context, r *runtime.ListContainersRequest) (*runtime.ListContainersResponse, error) {
-	if err := s.store.waitSynced(ctx); err != nil {
+	if err := s.store.WaitSynced(ctx); err != nil {
 		return nil, grpcError(err)
 	}
 	f := r.GetFilter()
 	var out []*runtime.Container
-	s.store.eachContainer(func(c containerRec) {
+	s.store.EachContainer(func(c containerRec) {
 		if f != nil {
 			if f.GetId() != "" && !strings.HasPrefix(c.ID, f.GetId()) {
 				return

@@ -14,7 +14,7 @@ import (
 // service from the project's compose file. The CRI log file stays: kubelet
 // owns it. Removing a container that does not exist succeeds.
 func (s *Server) RemoveContainer(ctx context.Context, r *runtime.RemoveContainerRequest) (*runtime.RemoveContainerResponse, error) {
-	c, err := s.store.container(r.GetContainerId())
+	c, err := s.store.Container(r.GetContainerId())
 	if errors.Is(err, errNotFound) {
 		return &runtime.RemoveContainerResponse{}, nil
 	}
@@ -32,10 +32,10 @@ func (s *Server) removeContainer(ctx context.Context, c containerRec) error {
 		return fmt.Errorf("remove container %s: %w", c.ID, err)
 	}
 	s.pumps.stop(c.ID)
-	if err := s.store.refresh(ctx, c.ID); err != nil {
+	if err := s.store.Refresh(ctx, c.ID); err != nil {
 		return err
 	}
-	if _, err := s.store.sandbox(c.SandboxID); err == nil {
+	if _, err := s.store.Sandbox(c.SandboxID); err == nil {
 		return s.writeProject(c.SandboxID)
 	}
 	return nil

@@ -10,7 +10,7 @@ import (
 // ReopenContainerLog makes the container's log pump write to a new file at
 // the log path, after kubelet renamed the old one away for rotation.
 func (s *Server) ReopenContainerLog(ctx context.Context, r *runtime.ReopenContainerLogRequest) (*runtime.ReopenContainerLogResponse, error) {
-	c, err := s.store.container(r.GetContainerId())
+	c, err := s.store.Container(r.GetContainerId())
 	if err != nil {
 		return nil, grpcError(err)
 	}

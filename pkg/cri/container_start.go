@@ -9,7 +9,7 @@ import (
 
 // StartContainer starts a created container and its log pump.
 func (s *Server) StartContainer(ctx context.Context, r *runtime.StartContainerRequest) (*runtime.StartContainerResponse, error) {
-	c, err := s.store.container(r.GetContainerId())
+	c, err := s.store.Container(r.GetContainerId())
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -25,7 +25,7 @@ func (s *Server) StartContainer(ctx context.Context, r *runtime.StartContainerRe
 	if startErr == nil {
 		failpoint(FailStartAfterStart) // test only: failpoint.go
 	}
-	if err := s.store.refresh(ctx, c.ID); err != nil && startErr == nil {
+	if err := s.store.Refresh(ctx, c.ID); err != nil && startErr == nil {
 		return nil, grpcError(err)
 	}
 	if startErr != nil {
@@ -35,7 +35,7 @@ func (s *Server) StartContainer(ctx context.Context, r *runtime.StartContainerRe
 	// The engine keeps the output (local driver) until the pump reads it,
 	// and the attach stream holds the container while the pump is behind,
 	// so starting the pump after the container loses nothing.
-	if c, err = s.store.container(c.ID); err == nil {
+	if c, err = s.store.Container(c.ID); err == nil {
 		s.ensurePump(ctx, c)
 	}
 	return &runtime.StartContainerResponse{}, nil

@@ -10,7 +10,7 @@ import (
 
 // ContainerStats answers from the sampler's memory (stats.go).
 func (s *Server) ContainerStats(ctx context.Context, r *runtime.ContainerStatsRequest) (*runtime.ContainerStatsResponse, error) {
-	c, err := s.store.container(r.GetContainerId())
+	c, err := s.store.Container(r.GetContainerId())
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -32,7 +32,7 @@ func (s *Server) ListContainerStats(ctx context.Context, r *runtime.ListContaine
 		pid   int
 	}
 	var picked []sel
-	s.store.eachContainer(func(c containerRec) {
+	s.store.EachContainer(func(c containerRec) {
 		if f.GetId() != "" && !strings.HasPrefix(c.ID, f.GetId()) {
 			return
 		}

@@ -11,7 +11,7 @@ import (
 
 // ContainerStatus answers from the store.
 func (s *Server) ContainerStatus(ctx context.Context, r *runtime.ContainerStatusRequest) (*runtime.ContainerStatusResponse, error) {
-	c, err := s.store.container(r.GetContainerId())
+	c, err := s.store.Container(r.GetContainerId())
 	if err != nil {
 		return nil, grpcError(err)
 	}

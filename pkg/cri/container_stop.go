@@ -14,7 +14,7 @@ import (
 // StopContainer sends the stop signal, waits up to the timeout, then kills.
 // Stopping a container that does not exist succeeds.
 func (s *Server) StopContainer(ctx context.Context, r *runtime.StopContainerRequest) (*runtime.StopContainerResponse, error) {
-	c, err := s.store.container(r.GetContainerId())
+	c, err := s.store.Container(r.GetContainerId())
 	if errors.Is(err, errNotFound) {
 		return &runtime.StopContainerResponse{}, nil
 	}
@@ -34,5 +34,5 @@ func (s *Server) stopContainer(ctx context.Context, id string, timeout time.Dura
 	if err := s.docker.ContainerStop(ctx, id, timeout); err != nil && !dockerapi.IsNotFound(err) {
 		return fmt.Errorf("stop container %s: %w", id, err)
 	}
-	return s.store.refresh(ctx, id)
+	return s.store.Refresh(ctx, id)
 }

@@ -13,7 +13,7 @@ import (
 // UpdateContainerResources changes a container's CPU and memory limits in
 // the engine.
 func (s *Server) UpdateContainerResources(ctx context.Context, r *runtime.UpdateContainerResourcesRequest) (*runtime.UpdateContainerResourcesResponse, error) {
-	c, err := s.store.container(r.GetContainerId())
+	c, err := s.store.Container(r.GetContainerId())
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -39,7 +39,7 @@ func (s *Server) UpdateContainerResources(ctx context.Context, r *runtime.Update
 
 // sandboxConfig is a sandbox's config, or an empty valid one if it is gone.
 func (s *Server) sandboxConfig(id string) *runtime.PodSandboxConfig {
-	if sb, err := s.store.sandbox(id); err == nil {
+	if sb, err := s.store.Sandbox(id); err == nil {
 		return sb.Config
 	}
 	return &runtime.PodSandboxConfig{Metadata: &runtime.PodSandboxMetadata{Name: "gone", Namespace: "gone", Uid: "gone"}}

@@ -8,16 +8,18 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cri-compose/cri-compose/pkg/cri/store"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 )
 
-// errNotFound and friends mark errors raised by the handlers themselves.
+// errNotFound and friends mark errors raised by the handlers themselves;
+// the store's lookups raise the same not-found and unavailable ones.
 var (
-	errNotFound      = errors.New("not found")
+	errNotFound      = store.ErrNotFound
 	errAlreadyExists = errors.New("already exists")
 	errPrecondition  = errors.New("failed precondition")
-	errUnavailable   = errors.New("unavailable")
+	errUnavailable   = store.ErrUnavailable
 )
 
 // grpcError maps any error to a gRPC status, in one place: typed engine

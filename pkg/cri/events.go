@@ -28,24 +28,28 @@ func (s *Server) resync(ctx context.Context) {
 	if err := s.prepare(ctx); err != nil {
 		klog.ErrorS(err, "Engine answers but cannot be prepared for pods")
 	}
-	if err := s.store.resync(ctx); err != nil {
+	readAll, err := s.store.Resync(ctx)
+	if err != nil {
 		klog.ErrorS(err, "Resync with the engine was incomplete")
 	}
-	for _, c := range s.store.listContainers() {
+	for _, c := range s.store.Containers(nil) {
 		s.ensurePump(ctx, c)
 	}
 	s.sweepProjects(ctx)
 	s.files.sweep(ctx)
-	if s.hostInfo().StageMounts { // staged volumes of pods gone: stage_mounts.go
+	if s.hostInfo().StageMounts { // staged volumes of pods gone: pkg/cri/staging
 		live := map[string]bool{}
-		for _, sb := range s.store.listSandboxes() {
+		for _, sb := range s.store.Sandboxes(nil) {
 			live[sb.Project] = true
 		}
-		s.stage.sweep(ctx, live)
+		s.stage.Sweep(ctx, live)
 	}
 	// Ready only now, so nobody sees the state dir before the sweep.
-	s.store.markSynced()
-	klog.V(1).InfoS("Resynced with the engine", "sandboxes", len(s.store.listSandboxes()), "containers", len(s.store.listContainers()))
+	if readAll {
+		s.store.MarkSynced()
+	}
+	nsb, nctr := s.store.Len()
+	klog.V(1).InfoS("Resynced with the engine", "sandboxes", nsb, "containers", nctr)
 }
 
 // handleEvent applies one engine event to the store.
@@ -59,9 +63,9 @@ func (s *Server) handleEvent(ctx context.Context, ev dockerapi.Event) {
 		return // exec_*, attach, kill, stop and friends change nothing CRI reports
 	}
 	if ev.Action == "oom" {
-		s.store.noteOOM(ev.ID)
+		s.store.NoteOOM(ev.ID)
 	}
-	if err := s.store.refresh(ctx, ev.ID); err != nil {
+	if err := s.store.Refresh(ctx, ev.ID); err != nil {
 		klog.V(2).InfoS("Refresh after engine event failed", "container", ev.ID, "action", ev.Action, "err", err)
 	}
 }
@@ -84,34 +88,36 @@ func (s *Server) runningFn(id string) func(context.Context) bool {
 // sweepProjects rewrites the compose file of every pod and removes project
 // folders whose pod is gone (left by a crash between steps).
 func (s *Server) sweepProjects(ctx context.Context) {
-	for _, sb := range s.store.listSandboxes() {
+	for _, sb := range s.store.Sandboxes(nil) {
 		if err := s.writeProject(sb.ID); err != nil {
 			klog.ErrorS(err, "Cannot write compose file", "project", sb.Project)
 		}
 	}
 	dir := filepath.Join(s.cfg.StateDir, "projects")
-	// List the folders under writeProject's lock, and the live pods after
-	// that: a folder listed was written after its pod entered the store, so
-	// a RunPodSandbox racing with this sweep keeps its new folder.
-	projectFileMu.Lock()
-	defer projectFileMu.Unlock()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	live := map[string]bool{}
-	for _, sb := range s.store.listSandboxes() {
-		live[sb.Project] = true
-	}
-	for _, e := range entries {
-		// A RunPodSandbox in flight may have written its folder before its
-		// infra container exists.
-		if creatingProjects[e.Name()] {
-			continue
+	// List the folders with them locked (as writeProject locks them), and
+	// the live pods after that: a folder listed was written after its pod
+	// entered the store, so a RunPodSandbox racing with this sweep keeps
+	// its new folder.
+	_ = s.projects.locked(func() error {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return nil
 		}
-		if !live[e.Name()] {
-			klog.V(1).InfoS("Removing the folder of a project with no pod", "project", e.Name())
-			_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+		live := map[string]bool{}
+		for _, sb := range s.store.Sandboxes(nil) {
+			live[sb.Project] = true
 		}
-	}
+		for _, e := range entries {
+			// A RunPodSandbox in flight may have written its folder
+			// before its infra container exists.
+			if s.projects.creating[e.Name()] {
+				continue
+			}
+			if !live[e.Name()] {
+				klog.V(1).InfoS("Removing the folder of a project with no pod", "project", e.Name())
+				_ = os.RemoveAll(filepath.Join(dir, e.Name()))
+			}
+		}
+		return nil
+	})
 }

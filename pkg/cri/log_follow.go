@@ -26,7 +26,7 @@ const followDrainWait = 5 * time.Second
 // it had, or when the client goes away.
 func (p *projectsService) FollowLog(r *cricomposev1.FollowLogRequest, stream grpc.ServerStreamingServer[cricomposev1.LogLine]) error {
 	s := p.s
-	c, err := s.store.container(r.GetContainerId())
+	c, err := s.store.Container(r.GetContainerId())
 	if err != nil {
 		return grpcError(fmt.Errorf("follow log: %w", err))
 	}
@@ -39,7 +39,7 @@ func (p *projectsService) FollowLog(r *cricomposev1.FollowLogRequest, stream grp
 	}
 	id := c.ID
 	o.Done = func() bool {
-		cur, err := s.store.container(id)
+		cur, err := s.store.Container(id)
 		if err != nil {
 			return true // removed
 		}

@@ -357,7 +357,7 @@ func (l *logPumps) run(ctx context.Context, id string, w *crilog.Writer, tty boo
 // container that exited before this server pumped it (a quick one whose
 // exit event beat StartContainer's pump, or one that exited while the
 // server was down) gets its pump here.
-func (s *Server) beforeExit(r *containerRec) {
+func (s *Server) beforeExit(r containerRec) {
 	if r.LogPath != "" && r.StartedAt != 0 && !s.pumps.known(r.ID) {
 		s.pumps.ensure(context.Background(), r.ID, r.LogPath, r.Tty, s.runningFn(r.ID))
 	}

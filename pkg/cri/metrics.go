@@ -54,14 +54,14 @@ func (c *runtimeCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, st := range []runtime.PodSandboxState{runtime.PodSandboxState_SANDBOX_READY, runtime.PodSandboxState_SANDBOX_NOTREADY} {
 		pods[stateLabel(st.String(), "SANDBOX_")] = 0
 	}
-	for _, r := range c.s.store.listSandboxes() {
+	for _, r := range c.s.store.Sandboxes(nil) {
 		pods[stateLabel(r.State.String(), "SANDBOX_")]++
 	}
 	ctrs := map[string]int{}
 	for v := range runtime.ContainerState_name {
 		ctrs[stateLabel(runtime.ContainerState(v).String(), "CONTAINER_")] = 0
 	}
-	for _, r := range c.s.store.listContainers() {
+	for _, r := range c.s.store.Containers(nil) {
 		ctrs[stateLabel(r.State.String(), "CONTAINER_")]++
 	}
 	for st, n := range pods {

@@ -48,27 +48,27 @@ func (p *projectsService) ExportProject(ctx context.Context, r *cricomposev1.Exp
 	if r.GetPodSandboxId() == "" {
 		return nil, grpcError(fmt.Errorf("export: pod_sandbox_id is required: %w", sandbox.ErrInvalid))
 	}
-	if err := s.store.waitSynced(ctx); err != nil {
+	if err := s.store.WaitSynced(ctx); err != nil {
 		return nil, grpcError(err)
 	}
-	sb, err := s.store.sandbox(r.GetPodSandboxId())
+	sb, err := s.store.Sandbox(r.GetPodSandboxId())
 	if err != nil {
 		return nil, grpcError(fmt.Errorf("export: %w", err))
 	}
 	md := sb.Config.GetMetadata()
-	all := s.store.containersOf(sb.ID)
+	all := s.store.ContainersOf(sb.ID)
 	e := sandbox.Export{
 		Name:       sandbox.ExportName(md),
 		Pod:        md.GetNamespace() + "/" + md.GetName(),
 		SandboxID:  sb.ID,
-		Services:   []types.ServiceConfig{sb.Service},
+		Services:   []types.ServiceConfig{*sb.Service},
 		Containers: map[string]string{},
 	}
 	for _, c := range all {
 		e.Containers[c.ID] = c.Service
 	}
 	for _, c := range newestAttempts(all) {
-		e.Services = append(e.Services, c.ServiceCfg)
+		e.Services = append(e.Services, *c.ServiceCfg)
 	}
 	if sb.Service.NetworkMode != "host" {
 		e.Network = sb.Network

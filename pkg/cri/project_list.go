@@ -13,15 +13,15 @@ import (
 // attempts, newest first within a service).
 func (p *projectsService) ListProjects(ctx context.Context, _ *cricomposev1.ListProjectsRequest) (*cricomposev1.ListProjectsResponse, error) {
 	s := p.s
-	if err := s.store.waitSynced(ctx); err != nil {
+	if err := s.store.WaitSynced(ctx); err != nil {
 		return nil, grpcError(err)
 	}
 	byPod := map[string][]containerRec{}
-	for _, c := range s.store.listContainers() { // newest first
+	for _, c := range s.store.Containers(nil) { // newest first
 		byPod[c.SandboxID] = append(byPod[c.SandboxID], c)
 	}
 	resp := &cricomposev1.ListProjectsResponse{}
-	for _, sb := range s.store.listSandboxes() { // newest first
+	for _, sb := range s.store.Sandboxes(nil) { // newest first
 		md := sb.Config.GetMetadata()
 		proj := &cricomposev1.Project{
 			Name:         sb.Project,

@@ -27,7 +27,7 @@ func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime
 	case err != nil:
 		rt.Status, rt.Reason, rt.Message = false, "EngineUnavailable", err.Error()
 		nw.Status, nw.Reason, nw.Message = false, "EngineUnavailable", "the pod network lives on the engine"
-	case !s.store.synced.Load():
+	case !s.store.Synced():
 		// Until the store holds every pod on the engine, List would tell
 		// kubelet that running pods are gone (and it would make new ones).
 		rt.Status, rt.Reason, rt.Message = false, "Resyncing", "reading pods and containers from the engine"

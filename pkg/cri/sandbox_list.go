@@ -10,12 +10,12 @@ import (
 
 // ListPodSandbox answers from the store, newest first.
 func (s *Server) ListPodSandbox(ctx context.Context, r *runtime.ListPodSandboxRequest) (*runtime.ListPodSandboxResponse, error) {
-	if err := s.store.waitSynced(ctx); err != nil {
+	if err := s.store.WaitSynced(ctx); err != nil {
 		return nil, grpcError(err)
 	}
 	f := r.GetFilter()
 	var out []*runtime.PodSandbox
-	s.store.eachSandbox(func(sb sandboxRec) {
+	s.store.EachSandbox(func(sb sandboxRec) {
 		if f != nil {
 			if f.GetId() != "" && !strings.HasPrefix(sb.ID, f.GetId()) {
 				return

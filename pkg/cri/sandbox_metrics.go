@@ -22,12 +22,12 @@ import (
 func (s *Server) ListPodSandboxMetrics(ctx context.Context, _ *runtime.ListPodSandboxMetricsRequest) (*runtime.ListPodSandboxMetricsResponse, error) {
 	s.stats.freshMetrics()
 	byPod := map[string][]containerRec{}
-	for _, c := range s.store.listContainers() {
+	for _, c := range s.store.Containers(nil) {
 		byPod[c.SandboxID] = append(byPod[c.SandboxID], c)
 	}
 	fsCap, hasCap := s.stats.layers.capacity(ctx)
 	var out []*runtime.PodSandboxMetrics
-	for _, sb := range s.store.listSandboxes() {
+	for _, sb := range s.store.Sandboxes(nil) {
 		if sb.State != runtime.PodSandboxState_SANDBOX_READY {
 			continue
 		}
@@ -38,7 +38,7 @@ func (s *Server) ListPodSandboxMetrics(ctx context.Context, _ *runtime.ListPodSa
 				m.capacity(fsCap)
 			}
 			if m.oomFromEvents {
-				m.add(mOOMEvents, runtime.MetricType_COUNTER, s.store.oomEvents(ct.ID))
+				m.add(mOOMEvents, runtime.MetricType_COUNTER, s.store.OOMEvents(ct.ID))
 			}
 			pm.ContainerMetrics = append(pm.ContainerMetrics, &runtime.ContainerMetrics{ContainerId: ct.ID, Metrics: m.out})
 		}

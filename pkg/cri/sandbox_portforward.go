@@ -45,7 +45,7 @@ func (s *Server) PortForward(ctx context.Context, r *runtime.PortForwardRequest)
 // readySandbox is the record of a ready pod sandbox, or NotFound or
 // FailedPrecondition.
 func (s *Server) readySandbox(id string) (sandboxRec, error) {
-	sb, err := s.store.sandbox(id)
+	sb, err := s.store.Sandbox(id)
 	if err != nil {
 		return sandboxRec{}, err
 	}

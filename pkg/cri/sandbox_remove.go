@@ -14,14 +14,14 @@ import (
 // asks), its infra container and its project folder. Removing a sandbox
 // that does not exist succeeds.
 func (s *Server) RemovePodSandbox(ctx context.Context, r *runtime.RemovePodSandboxRequest) (*runtime.RemovePodSandboxResponse, error) {
-	sb, err := s.store.sandbox(r.GetPodSandboxId())
+	sb, err := s.store.Sandbox(r.GetPodSandboxId())
 	if errors.Is(err, errNotFound) {
 		return &runtime.RemovePodSandboxResponse{}, nil
 	}
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	for _, c := range s.store.containersOf(sb.ID) {
+	for _, c := range s.store.ContainersOf(sb.ID) {
 		if err := s.removeContainer(ctx, c); err != nil {
 			return nil, grpcError(fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err))
 		}
@@ -31,11 +31,11 @@ func (s *Server) RemovePodSandbox(ctx context.Context, r *runtime.RemovePodSandb
 		return nil, grpcError(fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err))
 	}
 	failpoint(FailRemoveAfterInfraRemove)
-	if err := s.store.refresh(ctx, sb.ID); err != nil {
+	if err := s.store.Refresh(ctx, sb.ID); err != nil {
 		return nil, grpcError(err)
 	}
-	if s.hostInfo().StageMounts { // stage_mounts.go
-		if err := s.stage.removePod(ctx, sb.Project); err != nil {
+	if s.hostInfo().StageMounts { // pkg/cri/staging
+		if err := s.stage.RemovePod(ctx, sb.Project); err != nil {
 			return nil, grpcError(fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err))
 		}
 	}

@@ -38,21 +38,17 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 		return "", err
 	}
 	spec.SetConfigHash()
-	projectFileMu.Lock()
-	creatingProjects[spec.Project] = true
-	_, serr := os.Stat(s.hostInfo().ProjectDir(spec.Project))
-	err = s.writeResolvConf(spec.Project, cfg) // the infra container mounts it
-	if err != nil && serr != nil {
-		// Nothing half-made (a full state dir), in a folder of its own,
-		// not an existing pod's.
-		_ = s.removeProject(spec.Project)
-	}
-	projectFileMu.Unlock()
-	defer func() {
-		projectFileMu.Lock()
-		delete(creatingProjects, spec.Project)
-		projectFileMu.Unlock()
-	}()
+	done, err := s.projects.create(spec.Project, func() error {
+		_, serr := os.Stat(s.hostInfo().ProjectDir(spec.Project))
+		err := s.writeResolvConf(spec.Project, cfg) // the infra container mounts it
+		if err != nil && serr != nil {
+			// Nothing half-made (a full state dir), in a folder of its
+			// own, not an existing pod's.
+			_ = s.removeProject(spec.Project)
+		}
+		return err
+	})
+	defer done()
 	if err != nil {
 		return "", err
 	}
@@ -73,7 +69,7 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 		return "", fmt.Errorf("create pod sandbox %s: %w", spec.Project, err)
 	}
 	failpoint(FailRunAfterInfraCreate)
-	if err := s.store.refresh(ctx, id); err != nil {
+	if err := s.store.Refresh(ctx, id); err != nil {
 		return "", err
 	}
 	if err := s.writeProject(id); err != nil {
@@ -87,7 +83,7 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 		return "", fmt.Errorf("start pod sandbox %s: %w", spec.Project, err)
 	}
 	failpoint(FailRunAfterStart)
-	if err := s.store.refresh(ctx, id); err != nil {
+	if err := s.store.Refresh(ctx, id); err != nil {
 		return "", err
 	}
 	klog.V(1).InfoS("Pod sandbox running", "id", id, "project", spec.Project)
@@ -101,7 +97,7 @@ func (s *Server) cleanupSandbox(id, project string) {
 	if err := s.docker.ContainerRemove(ctx, id); err != nil && !dockerapi.IsNotFound(err) {
 		klog.ErrorS(err, "Cannot remove a half-made pod sandbox", "id", id)
 	}
-	_ = s.store.refresh(ctx, id)
+	_ = s.store.Refresh(ctx, id)
 	_ = s.removeProject(project)
 }
 

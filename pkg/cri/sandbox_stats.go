@@ -9,12 +9,12 @@ import (
 
 // PodSandboxStats answers from the sampler's memory (stats.go).
 func (s *Server) PodSandboxStats(ctx context.Context, r *runtime.PodSandboxStatsRequest) (*runtime.PodSandboxStatsResponse, error) {
-	sb, err := s.store.sandbox(r.GetPodSandboxId())
+	sb, err := s.store.Sandbox(r.GetPodSandboxId())
 	if err != nil {
 		return nil, grpcError(err)
 	}
 	s.stats.fresh()
-	return &runtime.PodSandboxStatsResponse{Stats: s.stats.podStats(sb, s.store.containersOf(sb.ID))}, nil
+	return &runtime.PodSandboxStatsResponse{Stats: s.stats.podStats(sb, s.store.ContainersOf(sb.ID))}, nil
 }
 
 // ListPodSandboxStats answers from the sampler's memory for every sandbox
@@ -23,11 +23,11 @@ func (s *Server) ListPodSandboxStats(ctx context.Context, r *runtime.ListPodSand
 	f := r.GetFilter()
 	s.stats.fresh()
 	byPod := map[string][]containerRec{}
-	for _, c := range s.store.listContainers() {
+	for _, c := range s.store.Containers(nil) {
 		byPod[c.SandboxID] = append(byPod[c.SandboxID], c)
 	}
 	var out []*runtime.PodSandboxStats
-	for _, sb := range s.store.listSandboxes() {
+	for _, sb := range s.store.Sandboxes(nil) {
 		if f.GetId() != "" && !strings.HasPrefix(sb.ID, f.GetId()) {
 			continue
 		}

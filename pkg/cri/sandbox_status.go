@@ -9,7 +9,7 @@ import (
 
 // PodSandboxStatus answers from the store.
 func (s *Server) PodSandboxStatus(ctx context.Context, r *runtime.PodSandboxStatusRequest) (*runtime.PodSandboxStatusResponse, error) {
-	sb, err := s.store.sandbox(r.GetPodSandboxId())
+	sb, err := s.store.Sandbox(r.GetPodSandboxId())
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -27,7 +27,7 @@ func (s *Server) PodSandboxStatus(ctx context.Context, r *runtime.PodSandboxStat
 		})
 		resp.Info = map[string]string{"info": string(info)}
 	}
-	for _, c := range s.store.containersOf(sb.ID) {
+	for _, c := range s.store.ContainersOf(sb.ID) {
 		resp.ContainersStatuses = append(resp.ContainersStatuses, containerStatus(c))
 	}
 	resp.Timestamp = sb.CreatedAt

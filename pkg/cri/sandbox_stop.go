@@ -14,7 +14,7 @@ import (
 // StopPodSandbox stops every container of the pod, then its infra
 // container. A sandbox that does not exist is already stopped.
 func (s *Server) StopPodSandbox(ctx context.Context, r *runtime.StopPodSandboxRequest) (*runtime.StopPodSandboxResponse, error) {
-	sb, err := s.store.sandbox(r.GetPodSandboxId())
+	sb, err := s.store.Sandbox(r.GetPodSandboxId())
 	if errors.Is(err, errNotFound) {
 		return &runtime.StopPodSandboxResponse{}, nil
 	}
@@ -30,7 +30,7 @@ func (s *Server) StopPodSandbox(ctx context.Context, r *runtime.StopPodSandboxRe
 func (s *Server) stopSandbox(ctx context.Context, sb sandboxRec) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, 1)
-	for _, c := range s.store.containersOf(sb.ID) {
+	for _, c := range s.store.ContainersOf(sb.ID) {
 		if c.State != runtime.ContainerState_CONTAINER_RUNNING {
 			continue
 		}
@@ -58,5 +58,5 @@ func (s *Server) stopSandbox(ctx context.Context, sb sandboxRec) error {
 	if err := s.docker.ContainerStop(ctx, sb.ID, 0); err != nil && !dockerapi.IsNotFound(err) {
 		return fmt.Errorf("stop pod sandbox %s: %w", sb.ID, err)
 	}
-	return s.store.refresh(ctx, sb.ID)
+	return s.store.Refresh(ctx, sb.ID)
 }

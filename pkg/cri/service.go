@@ -16,6 +16,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cri-compose/cri-compose/pkg/cri/perm"
+	"github.com/cri-compose/cri-compose/pkg/cri/staging"
+	"github.com/cri-compose/cri-compose/pkg/cri/store"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/pause"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
@@ -47,8 +49,8 @@ type Config struct {
 	StreamIdleTimeout time.Duration
 
 	// StageMounts is when host-path mounts are copied to the engine
-	// (stage_mounts.go; "" is StageAuto).
-	StageMounts StageMode
+	// (pkg/cri/staging; "" is staging.Auto).
+	StageMounts staging.Mode
 }
 
 // Server implements the CRI RuntimeService; ImageService is served beside it.
@@ -62,7 +64,7 @@ type Server struct {
 	// began: the store is current only once it is the stream's current one.
 	resyncedConn atomic.Uint64
 	images       *ImageService
-	store        *store
+	store        *store.Store
 	pumps        *logPumps
 	access       perm.Access // who may read the state dir and logs (state_dir.go)
 
@@ -83,7 +85,8 @@ type Server struct {
 	// (FollowLog) end with it, so that a graceful stop need not wait.
 	stopping    context.Context
 	stopStreams context.CancelFunc
-	stage       *stager // host-path mounts on remote engines (stage_mounts.go)
+	stage       *staging.Stager // host-path mounts on remote engines
+	projects    projectFolders  // the pods' project folders (compose_file.go)
 
 	// files reads images' files: users and groups, image volumes
 	// (image_files.go).
@@ -106,26 +109,31 @@ func NewServer(cfg Config, d *dockerapi.Client) *Server {
 		docker: d,
 		events: d.NewEvents(),
 		images: NewImageService(d, cfg.Mirrors),
-		store:  newStore(d, cfg.Network),
 		pumps:  newLogPumps(d, access),
 		access: access,
 
 		started: time.Now(),
 	}
-	s.store.beforeExit = s.beforeExit // logs.go
 	s.files = newImageFiles(d, cfg.StateDir, s.started)
 	s.files.inUse = s.imageMounted
 	s.images.onRemove = s.files.forgetImage
-	// stats and events: container_events.go, stats.go
-	s.cevents = newContainerEvents(s.store)
-	s.stats = newStatsCollector(d, s.store)
-	s.store.onChange = s.cevents.onContainer
-	s.store.onSandboxChange = s.cevents.onSandbox
 	s.host = sandbox.Host{Network: cfg.Network, StateDir: cfg.StateDir, InfraImage: cfg.PodInfraImage, LogConfig: cfg.LogConfig}
-	// This server owns the pods of its state dir only (store.projectsDir).
-	s.store.projectsDir = s.host.ProjectDir("")
+	// stats and events: container_events.go, stats.go. The store's changes
+	// feed GetContainerEvents, which reads the store back: the hub learns
+	// of the store once it exists.
+	s.cevents = newContainerEvents(nil)
+	s.store = store.New(d, store.Options{
+		Network: cfg.Network,
+		// This server owns the pods of its state dir only.
+		ProjectsDir: s.host.ProjectDir(""),
+		OnContainer: s.cevents.onContainer,
+		OnSandbox:   s.cevents.onSandbox,
+		BeforeExit:  s.beforeExit, // logs.go
+	})
+	s.cevents.store = s.store
+	s.stats = newStatsCollector(d, s.store)
 	s.stream = newStreamServer(cfg.StreamAddress, cfg.StreamIdleTimeout, s) // listens now, serves from Run
-	s.stage = newStager(d, cfg.StateDir, func() string { return s.hostInfo().InfraImage })
+	s.stage = staging.New(d, cfg.StateDir, func() string { return s.hostInfo().InfraImage })
 	s.stopping, s.stopStreams = context.WithCancel(context.Background())
 	return s
 }
@@ -154,7 +162,7 @@ func (s *Server) Run(ctx context.Context) {
 	streamDone := s.stream.start(ctx) // the streaming server stops with ctx
 	go s.events.Run(ctx)
 	go s.runStatsAndEvents(ctx) // stats and events: stats.go
-	go s.stage.run(ctx)         // staged mounts: stage_mounts.go
+	go s.stage.Run(ctx)         // staged mounts: pkg/cri/staging
 	ch := s.events.Subscribe(ctx)
 	for ev := range ch {
 		if ev.Resync {
@@ -204,11 +212,11 @@ func (s *Server) prepare(ctx context.Context) error {
 	s.host.AppArmor = h.AppArmor
 	s.host.RecursiveReadOnly = s.docker.AtLeast("1.44")
 	s.host.InfraImage = infra
-	stage := s.decideStaging(info.Name) // stage_mounts.go
+	stage := staging.Decide(s.cfg.StageMounts, s.docker.SharesFilesystem(), info.Name)
 	s.host.StageMounts = stage
 	s.hostMu.Unlock()
 	if stage {
-		s.stage.adopt(ctx)
+		s.stage.Adopt(ctx)
 	}
 	s.prepared = true
 	klog.InfoS("Engine ready for pods", "host", s.docker.Host(), "api", s.docker.APIVersion(),

@@ -11,6 +11,7 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/cri-compose/cri-compose/pkg/cri/store"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 )
 
@@ -62,7 +63,7 @@ func (s usageSample) withRate(prev usageSample, ok bool) usageSample {
 
 type statsCollector struct {
 	docker   *dockerapi.Client
-	store    *store
+	store    *store.Store
 	proc     string
 	interval time.Duration
 	layers   *layerCache
@@ -100,7 +101,7 @@ type pathEntry struct {
 	fails int  // passes the pid could not be read (it may have just exited)
 }
 
-func newStatsCollector(d *dockerapi.Client, st *store) *statsCollector {
+func newStatsCollector(d *dockerapi.Client, st *store.Store) *statsCollector {
 	return &statsCollector{docker: d, store: st, proc: "/proc", interval: statsInterval,
 		layers: newLayerCache(d, st),
 		local:  map[string]usageSample{}, engine: map[string]engineSample{},
@@ -247,7 +248,7 @@ type target struct {
 
 func (c *statsCollector) targets() []target {
 	var out []target
-	c.store.eachSandbox(func(sb sandboxRec) {
+	c.store.EachSandbox(func(sb sandboxRec) {
 		if sb.State != runtime.PodSandboxState_SANDBOX_READY || sb.Pid <= 0 {
 			return
 		}
@@ -255,7 +256,7 @@ func (c *statsCollector) targets() []target {
 		out = append(out, target{id: sb.ID, pid: sb.Pid, infra: true, podCgrp: lx.GetCgroupParent() != "",
 			hostNetw: lx.GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtime.NamespaceMode_NODE})
 	})
-	c.store.eachContainer(func(ct containerRec) {
+	c.store.EachContainer(func(ct containerRec) {
 		if ct.State == runtime.ContainerState_CONTAINER_RUNNING && ct.Pid > 0 {
 			out = append(out, target{id: ct.ID, pid: ct.Pid})
 		}

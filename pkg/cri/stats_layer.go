@@ -13,6 +13,7 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/cri-compose/cri-compose/pkg/cri/store"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 )
@@ -41,7 +42,7 @@ type layerUsage struct {
 
 type layerCache struct {
 	docker *dockerapi.Client
-	store  *store
+	store  *store.Store
 
 	maxAge     atomic.Int64 // ns; layerMaxAge but in tests
 	engineOnly atomic.Bool  // tests: measure through the engine only
@@ -55,7 +56,7 @@ type layerCache struct {
 	lastList time.Time
 }
 
-func newLayerCache(d *dockerapi.Client, st *store) *layerCache {
+func newLayerCache(d *dockerapi.Client, st *store.Store) *layerCache {
 	l := &layerCache{docker: d, store: st, sizes: map[string]layerUsage{}, upper: map[string]string{}}
 	l.maxAge.Store(int64(layerMaxAge))
 	return l
@@ -142,7 +143,7 @@ func (l *layerCache) refresh(ctx context.Context) {
 		return // engine not answering yet
 	}
 	var ctrs []string
-	l.store.eachContainer(func(c containerRec) { ctrs = append(ctrs, c.ID) })
+	l.store.EachContainer(func(c containerRec) { ctrs = append(ctrs, c.ID) })
 	live := make(map[string]bool, len(ctrs))
 	l.mu.RLock()
 	known := make(map[string]layerUsage, len(l.sizes))

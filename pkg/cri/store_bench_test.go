@@ -8,18 +8,19 @@ import (
 
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/cri-compose/cri-compose/pkg/cri/store"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 )
 
 // The list handlers and the stats sampler's walks over the store, with the
 // store holding n pods of one running container each, built the way
-// refresh builds them (no engine needed). test/bench measures the same
+// Refresh builds them (no engine needed). test/bench measures the same
 // through gRPC on the real engine (BENCHMARKS.md); these isolate the
 // handler's own cost.
 
 func benchStore(b *testing.B, n int) *Server {
 	b.Helper()
-	st := newStore(nil, "bench")
+	st := store.New(nil, store.Options{Network: "bench"})
 	h := sandbox.Host{Network: "bench", InfraImage: "localhost/cri-compose/pause:bench", StateDir: "/var/lib/cri-compose"}
 	now := time.Now().UnixNano()
 	for i := range n {
@@ -35,9 +36,9 @@ func benchStore(b *testing.B, n int) *Server {
 			b.Fatal(err)
 		}
 		sbID := fmt.Sprintf("%064x", 2*i)
-		st.sandboxes[sbID] = sandboxRec{ID: sbID, Project: spec.Project, Config: pc, CreatedAt: now + int64(i),
-			State: runtime.PodSandboxState_SANDBOX_READY, IP: "10.0.0.1", Pid: 1000 + i, Network: "bench",
-			Service: sandbox.Service(sandbox.InfraService, spec.Config, spec.HostConfig)}
+		sbSvc := sandbox.Service(sandbox.InfraService, spec.Config, spec.HostConfig)
+		st.AddSandbox(&store.SandboxMetadata{ID: sbID, Project: spec.Project, Config: pc, CreatedAt: now + int64(i), Network: "bench"},
+			store.SandboxStatus{State: runtime.PodSandboxState_SANDBOX_READY, IP: "10.0.0.1", Pid: 1000 + i, Service: &sbSvc})
 		cc := &runtime.ContainerConfig{Metadata: &runtime.ContainerMetadata{Name: "sleep"}, Image: &runtime.ImageSpec{Image: "busybox"},
 			Command: []string{"sleep", "86400"}, LogPath: "sleep.log", Labels: map[string]string{"io.kubernetes.container.name": "sleep"},
 			Linux: &runtime.LinuxContainerConfig{}}
@@ -47,12 +48,13 @@ func benchStore(b *testing.B, n int) *Server {
 			b.Fatal(err)
 		}
 		id := fmt.Sprintf("%064x", 2*i+1)
-		st.containers[id] = containerRec{ID: id, SandboxID: sbID, Project: spec.Project, Service: cspec.Service, Config: cc,
+		svc := sandbox.Service(cspec.Service, cspec.Config, cspec.HostConfig)
+		st.AddContainer(&store.ContainerMetadata{ID: id, SandboxID: sbID, Project: spec.Project, Service: cspec.Service, Config: cc,
 			Image: "docker.io/library/busybox:latest", ImageID: "sha256:0", LogPath: pc.LogDirectory + "/sleep.log",
-			CreatedAt: now + int64(i), State: runtime.ContainerState_CONTAINER_RUNNING, StartedAt: now, Pid: 2000 + i,
-			ServiceCfg: sandbox.Service(cspec.Service, cspec.Config, cspec.HostConfig)}
+			CreatedAt: now + int64(i)},
+			store.ContainerStatus{State: runtime.ContainerState_CONTAINER_RUNNING, StartedAt: now, Pid: 2000 + i, ServiceCfg: &svc})
 	}
-	st.synced.Store(true)
+	st.MarkSynced()
 	return &Server{store: st}
 }
 
@@ -100,11 +102,12 @@ func BenchmarkListContainerStats100(b *testing.B) {
 	s.stats = newStatsCollector(nil, s.store)
 	now := time.Now()
 	s.stats.lastPass = now
-	for id := range s.store.containers {
+	s.store.EachContainer(func(c containerRec) {
+		id := c.ID
 		s.stats.local[id] = usageSample{at: now.UnixNano(), cpu: 1e9, nanoCores: 1e6, hasRate: true,
 			mem: memUsage{usage: 1 << 20, workingSet: 1 << 20, rss: 1 << 19}}
 		s.stats.layers.sizes[id] = layerUsage{at: now.UnixNano(), bytes: 4096, inodes: 3, hasInodes: true}
-	}
+	})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -1,4 +1,4 @@
-package cri
+package staging
 
 import (
 	"archive/tar"
@@ -134,6 +134,31 @@ func TestEngineManaged(t *testing.T) {
 	} {
 		if got := engineManaged(p); got != want {
 			t.Errorf("engineManaged(%s) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		t.Skip("no host name")
+	}
+	for _, tc := range []struct {
+		mode   Mode
+		shares bool
+		engine string
+		want   bool
+	}{
+		{Always, true, host, true},
+		{Never, false, "elsewhere", false},
+		{Auto, false, host, true},       // a remote endpoint
+		{"", false, host, true},         // "" is auto
+		{Auto, true, host, false},       // the local engine
+		{Auto, true, "", false},         // an engine that gives no name
+		{Auto, true, "vm-engine", true}, // a socket forwarded from a VM
+	} {
+		if got := Decide(tc.mode, tc.shares, tc.engine); got != tc.want {
+			t.Errorf("Decide(%q, shares %v, %q) = %v, want %v", tc.mode, tc.shares, tc.engine, got, tc.want)
 		}
 	}
 }

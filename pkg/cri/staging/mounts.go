@@ -1,4 +1,7 @@
-package cri
+// Package staging copies the host paths of pods' mounts into named volumes
+// of an engine that does not share this machine's filesystem (an ssh:// or
+// remote tcp:// one), and keeps them in sync.
+package staging
 
 import (
 	"archive/tar"
@@ -26,20 +29,20 @@ import (
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 )
 
-// StageMode is --stage-mounts: when host-path mounts are copied to the
-// engine rather than bound.
-type StageMode string
+// Mode is --stage-mounts: when host-path mounts are copied to the engine
+// rather than bound.
+type Mode string
 
 const (
-	// StageAuto stages when the engine does not share this machine's
+	// Auto stages when the engine does not share this machine's
 	// filesystem: an ssh:// or non-loopback tcp:// endpoint, or an engine
 	// whose name (/info) is not this host's name.
-	StageAuto StageMode = "auto"
-	// StageAlways stages on any engine (tests do remote mode on one
-	// machine with it).
-	StageAlways StageMode = "always"
-	// StageNever binds host paths as they are.
-	StageNever StageMode = "never"
+	Auto Mode = "auto"
+	// Always stages on any engine (tests do remote mode on one machine
+	// with it).
+	Always Mode = "always"
+	// Never binds host paths as they are.
+	Never Mode = "never"
 )
 
 // Labels of staged volumes and of the short-lived containers that fill
@@ -59,19 +62,20 @@ const (
 // well within what pods expect.
 const stageSyncInterval = time.Second
 
-// decideStaging says whether pods' host paths must be staged on this
-// engine (logged once per engine start, with the reason).
-func (s *Server) decideStaging(engineName string) bool {
-	mode := s.cfg.StageMounts
+// Decide says whether pods' host paths must be staged on an engine named
+// engineName (/info) that shares this machine's filesystem or not
+// (dockerapi.Client.SharesFilesystem); it logs the answer with the reason,
+// once per engine start. "" is Auto.
+func Decide(mode Mode, sharesFilesystem bool, engineName string) bool {
 	var stage bool
 	var why string
 	host, _ := os.Hostname()
 	switch {
-	case mode == StageAlways:
+	case mode == Always:
 		stage, why = true, "--stage-mounts=always"
-	case mode == StageNever:
+	case mode == Never:
 		stage, why = false, "--stage-mounts=never"
-	case !s.docker.SharesFilesystem():
+	case !sharesFilesystem:
 		stage, why = true, "the endpoint is not on this machine"
 	case engineName != "" && host != "" && !strings.EqualFold(engineName, host):
 		// A local socket forwarded from elsewhere, or an engine in a VM.
@@ -83,10 +87,10 @@ func (s *Server) decideStaging(engineName string) bool {
 	return stage
 }
 
-// stager copies the host paths of pods' mounts into named volumes on the
+// Stager copies the host paths of pods' mounts into named volumes on the
 // engine, through its archive API into a short-lived container that
 // mounts the volume, and copies them again when they change.
-type stager struct {
+type Stager struct {
 	docker *dockerapi.Client
 	infra  func() string // an image the engine has: the infra image
 	owner  string        // the state dir, absolute (labelStageOwner)
@@ -102,23 +106,26 @@ type stagedVol struct {
 	sig     string // signature of src at the last copy ("" = never copied)
 }
 
-func newStager(d *dockerapi.Client, stateDir string, infra func() string) *stager {
+// New makes the stager of engine d for the server of stateDir; infra
+// names an image the engine has.
+func New(d *dockerapi.Client, stateDir string, infra func() string) *Stager {
 	owner, err := filepath.Abs(stateDir)
 	if err != nil {
 		owner = stateDir
 	}
-	return &stager{docker: d, infra: infra, owner: owner, vols: map[string]*stagedVol{}}
+	return &Stager{docker: d, infra: infra, owner: owner, vols: map[string]*stagedVol{}}
 }
 
-// fileCopy is a file mount, copied into the container before it starts.
-type fileCopy struct{ src, dst string }
+// FileCopy is a file mount, copied into the container before it starts
+// (CopyFiles).
+type FileCopy struct{ src, dst string }
 
-// stage prepares cfg's host-path mounts in project: it returns
+// Stage prepares cfg's host-path mounts in project: it returns
 // sandbox.ContainerInput.Staged, and the files to copy into the container
-// once created (copyFiles).
-func (st *stager) stage(ctx context.Context, project string, cfg *runtime.ContainerConfig) (map[int]string, []fileCopy, error) {
+// once created (CopyFiles).
+func (st *Stager) Stage(ctx context.Context, project string, cfg *runtime.ContainerConfig) (map[int]string, []FileCopy, error) {
 	out := map[int]string{}
-	var files []fileCopy
+	var files []FileCopy
 	for i, m := range cfg.GetMounts() {
 		src := m.GetHostPath()
 		if m.GetImage() != nil || src == "" {
@@ -135,7 +142,7 @@ func (st *stager) stage(ctx context.Context, project string, cfg *runtime.Contai
 				// /etc/hosts, hostname and resolv.conf are the engine's.
 				klog.V(2).InfoS("Not staging a file the engine mounts over", "project", project, "path", dst)
 			} else {
-				files = append(files, fileCopy{src: src, dst: dst})
+				files = append(files, FileCopy{src: src, dst: dst})
 			}
 			continue
 		case err != nil && !errors.Is(err, fs.ErrNotExist):
@@ -167,7 +174,7 @@ func engineManaged(p string) bool {
 
 // ensure makes volume name and fills it from src, once; the sync loop
 // keeps it current.
-func (st *stager) ensure(ctx context.Context, project, src, name string) error {
+func (st *Stager) ensure(ctx context.Context, project, src, name string) error {
 	st.mu.Lock()
 	v := st.vols[name]
 	if v == nil {
@@ -185,7 +192,7 @@ func (st *stager) ensure(ctx context.Context, project, src, name string) error {
 // Files removed from src stay in the volume: the archive API only adds.
 // vk-cri's atomic writer swaps a "..data" symlink to a new folder, so
 // what a pod reads through the keys' links is always the new content.
-func (st *stager) sync(ctx context.Context, name string, v *stagedVol) error {
+func (st *Stager) sync(ctx context.Context, name string, v *stagedVol) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	sig, err := treeSignature(v.src)
@@ -205,7 +212,7 @@ func (st *stager) sync(ctx context.Context, name string, v *stagedVol) error {
 
 // copyIntoVolume puts src's tree into volume name through a container
 // that mounts it (created, never started, then removed).
-func (st *stager) copyIntoVolume(ctx context.Context, name, src string) error {
+func (st *Stager) copyIntoVolume(ctx context.Context, name, src string) error {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	helper := name + "-sync-" + hex.EncodeToString(b)
@@ -226,8 +233,8 @@ func (st *stager) copyIntoVolume(ctx context.Context, name, src string) error {
 	return st.copyTree(ctx, id, "/stage", src, "")
 }
 
-// copyFiles copies file mounts into a created container.
-func (st *stager) copyFiles(ctx context.Context, id string, files []fileCopy) error {
+// CopyFiles copies file mounts into a created container.
+func (st *Stager) CopyFiles(ctx context.Context, id string, files []FileCopy) error {
 	for _, f := range files {
 		// Extracted at / with the parent folders in the archive, so the
 		// destination's folder need not exist in the image.
@@ -240,7 +247,7 @@ func (st *stager) copyFiles(ctx context.Context, id string, files []fileCopy) er
 
 // copyTree streams src (a directory, or a file stored as as) as a tar
 // archive to dir in container id.
-func (st *stager) copyTree(ctx context.Context, id, dir, src, as string) error {
+func (st *Stager) copyTree(ctx context.Context, id, dir, src, as string) error {
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(writeTar(pw, src, as)) }()
 	err := st.docker.CopyToContainer(ctx, id, dir, pr)
@@ -353,9 +360,9 @@ func treeSignature(src string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// adopt learns the staged volumes an earlier run made (after a restart
+// Adopt learns the staged volumes an earlier run made (after a restart
 // of cri-compose), so that they are kept in sync again.
-func (st *stager) adopt(ctx context.Context) {
+func (st *Stager) Adopt(ctx context.Context) {
 	vols, err := st.docker.VolumeList(ctx, labelStageOwner+"="+st.owner)
 	if err != nil {
 		klog.ErrorS(err, "Cannot list staged volumes")
@@ -371,8 +378,8 @@ func (st *stager) adopt(ctx context.Context) {
 	}
 }
 
-// run keeps staged volumes in sync until ctx ends.
-func (st *stager) run(ctx context.Context) {
+// Run keeps staged volumes in sync until ctx ends.
+func (st *Stager) Run(ctx context.Context) {
 	t := time.NewTicker(stageSyncInterval)
 	defer t.Stop()
 	for {
@@ -397,10 +404,10 @@ func (st *stager) run(ctx context.Context) {
 	}
 }
 
-// sweep removes this server's staged volumes of pods that are gone (a
+// Sweep removes this server's staged volumes of pods that are gone (a
 // RemovePodSandbox that did not finish, pods removed while cri-compose
 // was down); live are the projects of the store's pods.
-func (st *stager) sweep(ctx context.Context, live map[string]bool) {
+func (st *Stager) Sweep(ctx context.Context, live map[string]bool) {
 	vols, err := st.docker.VolumeList(ctx, labelStageOwner+"="+st.owner)
 	if err != nil {
 		klog.ErrorS(err, "Cannot list staged volumes")
@@ -413,7 +420,7 @@ func (st *stager) sweep(ctx context.Context, live map[string]bool) {
 		}
 	}
 	for p := range gone {
-		if err := st.removePod(ctx, p); err != nil {
+		if err := st.RemovePod(ctx, p); err != nil {
 			klog.ErrorS(err, "Cannot remove the staged volumes of a removed pod", "project", p)
 		} else {
 			klog.V(1).InfoS("Removed the staged volumes of a removed pod", "project", p)
@@ -421,9 +428,9 @@ func (st *stager) sweep(ctx context.Context, live map[string]bool) {
 	}
 }
 
-// removePod removes the staged volumes of project (its containers are
+// RemovePod removes the staged volumes of project (its containers are
 // gone) and forgets them.
-func (st *stager) removePod(ctx context.Context, project string) error {
+func (st *Stager) RemovePod(ctx context.Context, project string) error {
 	vols, err := st.docker.VolumeList(ctx, labelStageProject+"="+project, labelStageOwner+"="+st.owner)
 	if err != nil {
 		return err
