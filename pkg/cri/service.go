@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/cri-compose/cri-compose/pkg/cri/perm"
+	"github.com/cri-compose/cri-compose/pkg/cri/stats"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/pause"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
@@ -91,7 +92,7 @@ type Server struct {
 
 	// stats and events (container_events.go, stats.go)
 	cevents *containerEvents
-	stats   *statsCollector
+	stats   *stats.Collector
 }
 
 // NewServer wires a runtime to an engine client. Call Run to start its
@@ -118,7 +119,7 @@ func NewServer(cfg Config, d *dockerapi.Client) *Server {
 	s.images.onRemove = s.files.forgetImage
 	// stats and events: container_events.go, stats.go
 	s.cevents = newContainerEvents(s.store)
-	s.stats = newStatsCollector(d, s.store)
+	s.stats = stats.New(d, statsSource{s.store}, stats.Options{})
 	s.store.onChange = s.cevents.onContainer
 	s.store.onSandboxChange = s.cevents.onSandbox
 	s.host = sandbox.Host{Network: cfg.Network, StateDir: cfg.StateDir, InfraImage: cfg.PodInfraImage, LogConfig: cfg.LogConfig}

@@ -1,4 +1,4 @@
-package cri
+package stats
 
 import (
 	"bytes"
