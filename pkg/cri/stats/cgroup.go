@@ -1,20 +1,23 @@
 package stats
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/moby/sys/mountinfo"
+	"github.com/prometheus/procfs"
 )
 
 // cgroupFS knows where this host mounts its cgroup hierarchies, read once
 // from /proc/self/mountinfo, so that any container's cgroup files can be
 // found from /proc/<pid>/cgroup whatever its cgroup parent or driver.
 type cgroupFS struct {
-	proc string            // "/proc"
+	proc procfs.FS         // of "/proc"
 	v1   map[string]mount1 // controller (cpuacct, memory, pids) → mount
 	v2   *mount1           // the unified hierarchy, when mounted
 }
@@ -36,26 +39,27 @@ type cgroupPaths struct {
 
 // loadCgroupFS reads the mount table under proc ("/proc").
 func loadCgroupFS(proc string) (*cgroupFS, error) {
-	b, err := os.ReadFile(filepath.Join(proc, "self", "mountinfo"))
+	pfs, err := procfs.NewFS(proc)
 	if err != nil {
 		return nil, fmt.Errorf("cgroup mounts: %w", err)
 	}
-	fs := &cgroupFS{proc: proc, v1: map[string]mount1{}}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		// 32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		f, p := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(p) < 3 {
-			continue
-		}
-		m := mount1{point: unescapeMount(f[4]), root: unescapeMount(f[3])}
-		switch p[0] {
+	f, err := os.Open(filepath.Join(proc, "self", "mountinfo"))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup mounts: %w", err)
+	}
+	defer f.Close()
+	// moby/sys/mountinfo, not procfs, for the mount table: it undoes the
+	// octal escapes (\040 for a space) of the paths.
+	mounts, err := mountinfo.GetMountsFromReader(f, mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup mounts: %w", err)
+	}
+	fs := &cgroupFS{proc: pfs, v1: map[string]mount1{}}
+	for _, mi := range mounts {
+		m := mount1{point: mi.Mountpoint, root: mi.Root}
+		switch mi.FSType {
 		case "cgroup":
-			for _, opt := range strings.Split(p[2], ",") {
+			for _, opt := range strings.Split(mi.VFSOptions, ",") {
 				switch opt {
 				case "cpuacct", "memory", "pids", "cpu", "blkio":
 					if _, dup := fs.v1[opt]; !dup {
@@ -75,25 +79,6 @@ func loadCgroupFS(proc string) (*cgroupFS, error) {
 	return fs, nil
 }
 
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // v1Mode reports whether the v1 cpuacct and memory controllers are mounted:
 // then they hold the figures, even when a (controller-less, "hybrid")
 // unified hierarchy is mounted too.
@@ -105,23 +90,23 @@ func (fs *cgroupFS) v1Mode() bool {
 // belong to container id (the engine names its cgroups after the id with
 // every driver), so that a recycled pid is never mistaken for it.
 func (fs *cgroupFS) paths(pid int, id string) (cgroupPaths, error) {
-	b, err := os.ReadFile(filepath.Join(fs.proc, strconv.Itoa(pid), "cgroup"))
+	proc, err := fs.proc.Proc(pid)
+	if err != nil {
+		return cgroupPaths{}, err
+	}
+	cgs, err := proc.Cgroups()
 	if err != nil {
 		return cgroupPaths{}, err
 	}
 	byCtl := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	for _, cg := range cgs {
 		// 4:memory:/docker/<id>  or  0::/system.slice/docker-<id>.scope
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
+		if cg.HierarchyID == 0 && len(cg.Controllers) == 0 {
+			byCtl[""] = cg.Path
 			continue
 		}
-		if parts[0] == "0" && parts[1] == "" {
-			byCtl[""] = parts[2]
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			byCtl[c] = parts[2]
+		for _, c := range cg.Controllers {
+			byCtl[c] = cg.Path
 		}
 	}
 	join := func(m mount1, p string) (string, error) {
@@ -293,34 +278,29 @@ type ifaceUsage struct {
 }
 
 // readNetDev reads the interfaces of pid's network namespace from
-// /proc/<pid>/net/dev, leaving out the loopback.
+// /proc/<pid>/net/dev under proc, leaving out the loopback, by name.
 func readNetDev(proc string, pid int) ([]ifaceUsage, error) {
-	b, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "net", "dev"))
+	pfs, err := procfs.NewFS(proc)
 	if err != nil {
 		return nil, err
 	}
-	return parseNetDev(b), nil
-}
-
-func parseNetDev(b []byte) []ifaceUsage {
-	var out []ifaceUsage
-	for _, line := range strings.Split(string(b), "\n") {
-		name, rest, ok := strings.Cut(line, ":")
-		if !ok {
+	p, err := pfs.Proc(pid)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := p.NetDev()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ifaceUsage, 0, len(dev))
+	for name, n := range dev {
+		if name == "lo" {
 			continue
-		}
-		name = strings.TrimSpace(name)
-		f := strings.Fields(rest)
-		if name == "lo" || len(f) < 16 {
-			continue
-		}
-		n := make([]uint64, 16)
-		for i := range n {
-			n[i], _ = strconv.ParseUint(f[i], 10, 64)
 		}
 		out = append(out, ifaceUsage{name: name,
-			rxBytes: n[0], rxPackets: n[1], rxErrors: n[2], rxDropped: n[3],
-			txBytes: n[8], txPackets: n[9], txErrors: n[10], txDropped: n[11]})
+			rxBytes: n.RxBytes, rxPackets: n.RxPackets, rxErrors: n.RxErrors, rxDropped: n.RxDropped,
+			txBytes: n.TxBytes, txPackets: n.TxPackets, txErrors: n.TxErrors, txDropped: n.TxDropped})
 	}
-	return out
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, nil
 }
