@@ -10,6 +10,9 @@ import (
 	"strings"
 
 	"github.com/moby/sys/mountinfo"
+	"github.com/opencontainers/cgroups"
+	cgroupv1 "github.com/opencontainers/cgroups/fs"
+	cgroupv2 "github.com/opencontainers/cgroups/fs2"
 	"github.com/prometheus/procfs"
 )
 
@@ -182,55 +185,71 @@ type memUsage struct {
 // rounds 2^63-1 down to a page).
 const unlimited = 1 << 62
 
-// read reads the usage files of one cgroup: cgroup v1 cpuacct.usage,
-// memory.usage_in_bytes, memory.limit_in_bytes, memory.stat (total_*, which
-// count the children as the pod's cgroup needs) and pids.current; v2
-// cpu.stat usage_usec, memory.current, memory.max, memory.stat, pids.current.
+// read reads the usage counters of one cgroup through runc's cgroup
+// readers (github.com/opencontainers/cgroups): cgroup v1 cpuacct, memory
+// (memory.stat's total_* figures, which count the children as the pod's
+// cgroup needs) and pids; v2 cpu.stat, memory.current, memory.max,
+// memory.stat and pids. The readers take a missing file for a zero: a
+// cgroup that is gone (its files with it) is told apart afterwards.
 func (p cgroupPaths) read() (cgroupUsage, error) {
 	var u cgroupUsage
-	var err error
-	var stat map[string]uint64
+	st := cgroups.NewStats()
+	var must []string // files only a removed cgroup lacks
+	// Tasks from pids.current only: without it runc's v2 reader counts
+	// cgroup.procs, which are processes.
+	hasPids := p.pids != "" && exists(filepath.Join(p.pids, "pids.current"))
 	if p.v2 {
-		cs, err := readKV(filepath.Join(p.cpu, "cpu.stat"))
+		m, err := cgroupv2.NewManager(&cgroups.Cgroup{}, p.memory)
 		if err != nil {
 			return u, err
 		}
-		u.cpuNanos = cs["usage_usec"] * 1000
-		if u.memory.usage, err = readUint(filepath.Join(p.memory, "memory.current")); err != nil {
+		ctl := cgroups.CPU | cgroups.Memory
+		if hasPids {
+			ctl |= cgroups.Pids
+		}
+		if st, err = m.Stats(&cgroups.StatsOptions{Controllers: ctl}); err != nil {
 			return u, err
 		}
-		if u.memory.limit, err = readUint(filepath.Join(p.memory, "memory.max")); err != nil {
-			u.memory.limit = 0 // "max"
-		}
-		if stat, err = readKV(filepath.Join(p.memory, "memory.stat")); err != nil {
-			return u, err
-		}
-		u.memory.rss, u.memory.cache = stat["anon"], stat["file"]
-		u.memory.pgfault, u.memory.pgmajfault = stat["pgfault"], stat["pgmajfault"]
-		u.memory.workingSet = sub(u.memory.usage, stat["inactive_file"])
+		must = []string{filepath.Join(p.cpu, "cpu.stat"), filepath.Join(p.memory, "memory.current"), filepath.Join(p.memory, "memory.stat")}
+		ms := st.MemoryStats.Stats
+		u.memory.rss, u.memory.cache = ms["anon"], ms["file"]
+		u.memory.pgfault, u.memory.pgmajfault = ms["pgfault"], ms["pgmajfault"]
+		u.memory.workingSet = sub(st.MemoryStats.Usage.Usage, ms["inactive_file"])
 	} else {
-		if u.cpuNanos, err = readUint(filepath.Join(p.cpu, "cpuacct.usage")); err != nil {
+		if err := (&cgroupv1.CpuacctGroup{}).GetStats(p.cpu, st); err != nil {
 			return u, err
 		}
-		if u.memory.usage, err = readUint(filepath.Join(p.memory, "memory.usage_in_bytes")); err != nil {
+		if err := (&cgroupv1.MemoryGroup{}).GetStats(p.memory, st); err != nil {
 			return u, err
 		}
-		if u.memory.limit, err = readUint(filepath.Join(p.memory, "memory.limit_in_bytes")); err != nil || u.memory.limit >= unlimited {
-			u.memory.limit = 0
+		must = []string{filepath.Join(p.cpu, "cpuacct.usage"), filepath.Join(p.memory, "memory.stat")}
+		ms := st.MemoryStats.Stats
+		u.memory.rss, u.memory.cache = ms["total_rss"], ms["total_cache"]
+		u.memory.pgfault, u.memory.pgmajfault = ms["total_pgfault"], ms["total_pgmajfault"]
+		u.memory.workingSet = sub(st.MemoryStats.Usage.Usage, ms["total_inactive_file"])
+		if hasPids {
+			if err := (&cgroupv1.PidsGroup{}).GetStats(p.pids, st); err != nil {
+				return u, err
+			}
 		}
-		if stat, err = readKV(filepath.Join(p.memory, "memory.stat")); err != nil {
-			return u, err
-		}
-		u.memory.rss, u.memory.cache = stat["total_rss"], stat["total_cache"]
-		u.memory.pgfault, u.memory.pgmajfault = stat["total_pgfault"], stat["total_pgmajfault"]
-		u.memory.workingSet = sub(u.memory.usage, stat["total_inactive_file"])
 	}
-	if p.pids != "" {
-		if n, err := readUint(filepath.Join(p.pids, "pids.current")); err == nil {
-			u.procs, u.hasProcs = n, true
+	for _, f := range must {
+		if !exists(f) {
+			return cgroupUsage{}, fmt.Errorf("cgroup file %s: %w", f, os.ErrNotExist)
 		}
+	}
+	u.cpuNanos = st.CpuStats.CpuUsage.TotalUsage
+	u.memory.usage = st.MemoryStats.Usage.Usage
+	u.memory.limit = limitOrZero(st.MemoryStats.Usage.Limit) // v1 about 2^63, v2 "max" 2^64-1: none
+	if hasPids {
+		u.procs, u.hasProcs = st.PidsStats.Current, true
 	}
 	return u, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func sub(a, b uint64) uint64 {
