@@ -17,6 +17,7 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/cri/perm"
 	"github.com/cri-compose/cri-compose/pkg/cri/staging"
+	"github.com/cri-compose/cri-compose/pkg/cri/stats"
 	"github.com/cri-compose/cri-compose/pkg/cri/store"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/pause"
@@ -94,7 +95,7 @@ type Server struct {
 
 	// stats and events (container_events.go, stats.go)
 	cevents *containerEvents
-	stats   *statsCollector
+	stats   *stats.Collector
 }
 
 // NewServer wires a runtime to an engine client. Call Run to start its
@@ -131,7 +132,7 @@ func NewServer(cfg Config, d *dockerapi.Client) *Server {
 		BeforeExit:  s.beforeExit, // logs.go
 	})
 	s.cevents.store = s.store
-	s.stats = newStatsCollector(d, s.store)
+	s.stats = stats.New(d, statsSource{s.store}, stats.Options{})
 	s.stream = newStreamServer(cfg.StreamAddress, cfg.StreamIdleTimeout, s) // listens now, serves from Run
 	s.stage = staging.New(d, cfg.StateDir, func() string { return s.hostInfo().InfraImage })
 	s.stopping, s.stopStreams = context.WithCancel(context.Background())

@@ -86,35 +86,11 @@ func BenchmarkListPodSandbox500(b *testing.B) {
 // second while stats are asked for).
 func BenchmarkStatsTargets500(b *testing.B) {
 	s := benchStore(b, 500)
-	c := &statsCollector{store: s.store}
+	c := statsSource{s.store}
 	b.ReportAllocs()
 	for b.Loop() {
-		if len(c.targets()) != 1000 {
+		if len(c.Targets()) != 1000 {
 			b.Fatal("targets")
-		}
-	}
-}
-
-// BenchmarkListContainerStats100 is the handler with fresh samples of 100
-// running containers in memory (no engine, no cgroup reads).
-func BenchmarkListContainerStats100(b *testing.B) {
-	s := benchStore(b, 100)
-	s.stats = newStatsCollector(nil, s.store)
-	now := time.Now()
-	s.stats.lastPass = now
-	s.store.EachContainer(func(c containerRec) {
-		id := c.ID
-		s.stats.local[id] = usageSample{at: now.UnixNano(), cpu: 1e9, nanoCores: 1e6, hasRate: true,
-			mem: memUsage{usage: 1 << 20, workingSet: 1 << 20, rss: 1 << 19}}
-		s.stats.layers.sizes[id] = layerUsage{at: now.UnixNano(), bytes: 4096, inodes: 3, hasInodes: true}
-	})
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		s.stats.lastPass = time.Now() // fresh: answered from memory
-		r, err := s.ListContainerStats(ctx, &runtime.ListContainerStatsRequest{})
-		if err != nil || len(r.Stats) != 100 {
-			b.Fatal(err, len(r.GetStats()))
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package cri
+package stats
 
 import (
 	"context"
@@ -13,8 +13,6 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/cri-compose/cri-compose/pkg/cri/store"
-	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 )
 
@@ -41,8 +39,8 @@ type layerUsage struct {
 }
 
 type layerCache struct {
-	docker *dockerapi.Client
-	store  *store.Store
+	docker Engine
+	src    Source
 
 	maxAge     atomic.Int64 // ns; layerMaxAge but in tests
 	engineOnly atomic.Bool  // tests: measure through the engine only
@@ -56,8 +54,8 @@ type layerCache struct {
 	lastList time.Time
 }
 
-func newLayerCache(d *dockerapi.Client, st *store.Store) *layerCache {
-	l := &layerCache{docker: d, store: st, sizes: map[string]layerUsage{}, upper: map[string]string{}}
+func newLayerCache(d Engine, src Source) *layerCache {
+	l := &layerCache{docker: d, src: src, sizes: map[string]layerUsage{}, upper: map[string]string{}}
 	l.maxAge.Store(int64(layerMaxAge))
 	return l
 }
@@ -142,8 +140,7 @@ func (l *layerCache) refresh(ctx context.Context) {
 	if l.mountpoint(ctx) == "" {
 		return // engine not answering yet
 	}
-	var ctrs []string
-	l.store.EachContainer(func(c containerRec) { ctrs = append(ctrs, c.ID) })
+	ctrs := l.src.ContainerIDs()
 	live := make(map[string]bool, len(ctrs))
 	l.mu.RLock()
 	known := make(map[string]layerUsage, len(l.sizes))

@@ -1,14 +1,20 @@
-package cri
+package stats
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/opencontainers/cgroups"
 )
 
 // These tests read fake /proc and cgroup trees: the real ones are read by
-// the integration tests in stats_test.go.
+// the integration tests of package cri (stats_test.go).
+
+// The cgroup readers check that what they open is on a cgroup
+// filesystem, but in their test mode.
+func init() { cgroups.TestMode = true }
 
 func writeFiles(t *testing.T, root string, files map[string]string) {
 	t.Helper()
@@ -52,11 +58,22 @@ func TestStatsCgroupV1(t *testing.T) {
 		"cg/mem ory" + dir + "/memory.limit_in_bytes":    "9223372036854771712\n",
 		"cg/mem ory" + dir + "/memory.stat":              "cache 1\nrss 2\ntotal_cache 1732608\ntotal_rss 67411968\ntotal_inactive_file 974848\ntotal_pgfault 1177\ntotal_pgmajfault 24\n",
 		"cg/pids" + dir + "/pids.current":                "3\n",
+		"cg/pids" + dir + "/pids.max":                    "max\n",
 		"cg/cpuacct/kubepods/pod1/cpuacct.usage":         "1688098897\n",
 		"cg/mem ory/kubepods/pod1/memory.usage_in_bytes": "79722112\n",
 		"cg/mem ory/kubepods/pod1/memory.limit_in_bytes": "104857600\n",
 		"cg/mem ory/kubepods/pod1/memory.stat":           "total_rss 67411968\ntotal_inactive_file 974848\n",
 	})
+	// The files a v1 kernel has beside those the figures come from.
+	for _, d := range []string{dir, "/kubepods/pod1"} {
+		writeFiles(t, cg, map[string]string{
+			"cpuacct" + d + "/cpuacct.stat":              "user 50\nsystem 18\n",
+			"cpuacct" + d + "/cpuacct.usage_percpu":      "1 2\n",
+			"mem ory" + d + "/memory.max_usage_in_bytes": "80000000\n",
+			"mem ory" + d + "/memory.failcnt":            "0\n",
+			"mem ory" + d + "/memory.use_hierarchy":      "1\n",
+		})
+	}
 	fs, err := loadCgroupFS(filepath.Join(root, "proc"))
 	if err != nil {
 		t.Fatal(err)
@@ -113,6 +130,7 @@ func TestStatsCgroupV2(t *testing.T) {
 		"cg" + dir + "/memory.max":     "max\n",
 		"cg" + dir + "/memory.stat":    "anon 600000\nfile 300000\ninactive_file 100000\npgfault 10\npgmajfault 1\n",
 		"cg" + dir + "/pids.current":   "2\n",
+		"cg" + dir + "/pids.max":       "max\n",
 	})
 	fs, err := loadCgroupFS(filepath.Join(root, "proc"))
 	if err != nil {

@@ -1,20 +1,26 @@
-package cri
+package stats
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/moby/sys/mountinfo"
+	"github.com/opencontainers/cgroups"
+	cgroupv1 "github.com/opencontainers/cgroups/fs"
+	cgroupv2 "github.com/opencontainers/cgroups/fs2"
+	"github.com/prometheus/procfs"
 )
 
 // cgroupFS knows where this host mounts its cgroup hierarchies, read once
 // from /proc/self/mountinfo, so that any container's cgroup files can be
 // found from /proc/<pid>/cgroup whatever its cgroup parent or driver.
 type cgroupFS struct {
-	proc string            // "/proc"
+	proc procfs.FS         // of "/proc"
 	v1   map[string]mount1 // controller (cpuacct, memory, pids) → mount
 	v2   *mount1           // the unified hierarchy, when mounted
 }
@@ -36,26 +42,27 @@ type cgroupPaths struct {
 
 // loadCgroupFS reads the mount table under proc ("/proc").
 func loadCgroupFS(proc string) (*cgroupFS, error) {
-	b, err := os.ReadFile(filepath.Join(proc, "self", "mountinfo"))
+	pfs, err := procfs.NewFS(proc)
 	if err != nil {
 		return nil, fmt.Errorf("cgroup mounts: %w", err)
 	}
-	fs := &cgroupFS{proc: proc, v1: map[string]mount1{}}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		// 32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
-		pre, post, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		f, p := strings.Fields(pre), strings.Fields(post)
-		if len(f) < 5 || len(p) < 3 {
-			continue
-		}
-		m := mount1{point: unescapeMount(f[4]), root: unescapeMount(f[3])}
-		switch p[0] {
+	f, err := os.Open(filepath.Join(proc, "self", "mountinfo"))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup mounts: %w", err)
+	}
+	defer f.Close()
+	// moby/sys/mountinfo, not procfs, for the mount table: it undoes the
+	// octal escapes (\040 for a space) of the paths.
+	mounts, err := mountinfo.GetMountsFromReader(f, mountinfo.FSTypeFilter("cgroup", "cgroup2"))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup mounts: %w", err)
+	}
+	fs := &cgroupFS{proc: pfs, v1: map[string]mount1{}}
+	for _, mi := range mounts {
+		m := mount1{point: mi.Mountpoint, root: mi.Root}
+		switch mi.FSType {
 		case "cgroup":
-			for _, opt := range strings.Split(p[2], ",") {
+			for _, opt := range strings.Split(mi.VFSOptions, ",") {
 				switch opt {
 				case "cpuacct", "memory", "pids", "cpu", "blkio":
 					if _, dup := fs.v1[opt]; !dup {
@@ -75,25 +82,6 @@ func loadCgroupFS(proc string) (*cgroupFS, error) {
 	return fs, nil
 }
 
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // v1Mode reports whether the v1 cpuacct and memory controllers are mounted:
 // then they hold the figures, even when a (controller-less, "hybrid")
 // unified hierarchy is mounted too.
@@ -105,23 +93,23 @@ func (fs *cgroupFS) v1Mode() bool {
 // belong to container id (the engine names its cgroups after the id with
 // every driver), so that a recycled pid is never mistaken for it.
 func (fs *cgroupFS) paths(pid int, id string) (cgroupPaths, error) {
-	b, err := os.ReadFile(filepath.Join(fs.proc, strconv.Itoa(pid), "cgroup"))
+	proc, err := fs.proc.Proc(pid)
+	if err != nil {
+		return cgroupPaths{}, err
+	}
+	cgs, err := proc.Cgroups()
 	if err != nil {
 		return cgroupPaths{}, err
 	}
 	byCtl := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	for _, cg := range cgs {
 		// 4:memory:/docker/<id>  or  0::/system.slice/docker-<id>.scope
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
+		if cg.HierarchyID == 0 && len(cg.Controllers) == 0 {
+			byCtl[""] = cg.Path
 			continue
 		}
-		if parts[0] == "0" && parts[1] == "" {
-			byCtl[""] = parts[2]
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			byCtl[c] = parts[2]
+		for _, c := range cg.Controllers {
+			byCtl[c] = cg.Path
 		}
 	}
 	join := func(m mount1, p string) (string, error) {
@@ -197,55 +185,71 @@ type memUsage struct {
 // rounds 2^63-1 down to a page).
 const unlimited = 1 << 62
 
-// read reads the usage files of one cgroup: cgroup v1 cpuacct.usage,
-// memory.usage_in_bytes, memory.limit_in_bytes, memory.stat (total_*, which
-// count the children as the pod's cgroup needs) and pids.current; v2
-// cpu.stat usage_usec, memory.current, memory.max, memory.stat, pids.current.
+// read reads the usage counters of one cgroup through runc's cgroup
+// readers (github.com/opencontainers/cgroups): cgroup v1 cpuacct, memory
+// (memory.stat's total_* figures, which count the children as the pod's
+// cgroup needs) and pids; v2 cpu.stat, memory.current, memory.max,
+// memory.stat and pids. The readers take a missing file for a zero: a
+// cgroup that is gone (its files with it) is told apart afterwards.
 func (p cgroupPaths) read() (cgroupUsage, error) {
 	var u cgroupUsage
-	var err error
-	var stat map[string]uint64
+	st := cgroups.NewStats()
+	var must []string // files only a removed cgroup lacks
+	// Tasks from pids.current only: without it runc's v2 reader counts
+	// cgroup.procs, which are processes.
+	hasPids := p.pids != "" && exists(filepath.Join(p.pids, "pids.current"))
 	if p.v2 {
-		cs, err := readKV(filepath.Join(p.cpu, "cpu.stat"))
+		m, err := cgroupv2.NewManager(&cgroups.Cgroup{}, p.memory)
 		if err != nil {
 			return u, err
 		}
-		u.cpuNanos = cs["usage_usec"] * 1000
-		if u.memory.usage, err = readUint(filepath.Join(p.memory, "memory.current")); err != nil {
+		ctl := cgroups.CPU | cgroups.Memory
+		if hasPids {
+			ctl |= cgroups.Pids
+		}
+		if st, err = m.Stats(&cgroups.StatsOptions{Controllers: ctl}); err != nil {
 			return u, err
 		}
-		if u.memory.limit, err = readUint(filepath.Join(p.memory, "memory.max")); err != nil {
-			u.memory.limit = 0 // "max"
-		}
-		if stat, err = readKV(filepath.Join(p.memory, "memory.stat")); err != nil {
-			return u, err
-		}
-		u.memory.rss, u.memory.cache = stat["anon"], stat["file"]
-		u.memory.pgfault, u.memory.pgmajfault = stat["pgfault"], stat["pgmajfault"]
-		u.memory.workingSet = sub(u.memory.usage, stat["inactive_file"])
+		must = []string{filepath.Join(p.cpu, "cpu.stat"), filepath.Join(p.memory, "memory.current"), filepath.Join(p.memory, "memory.stat")}
+		ms := st.MemoryStats.Stats
+		u.memory.rss, u.memory.cache = ms["anon"], ms["file"]
+		u.memory.pgfault, u.memory.pgmajfault = ms["pgfault"], ms["pgmajfault"]
+		u.memory.workingSet = sub(st.MemoryStats.Usage.Usage, ms["inactive_file"])
 	} else {
-		if u.cpuNanos, err = readUint(filepath.Join(p.cpu, "cpuacct.usage")); err != nil {
+		if err := (&cgroupv1.CpuacctGroup{}).GetStats(p.cpu, st); err != nil {
 			return u, err
 		}
-		if u.memory.usage, err = readUint(filepath.Join(p.memory, "memory.usage_in_bytes")); err != nil {
+		if err := (&cgroupv1.MemoryGroup{}).GetStats(p.memory, st); err != nil {
 			return u, err
 		}
-		if u.memory.limit, err = readUint(filepath.Join(p.memory, "memory.limit_in_bytes")); err != nil || u.memory.limit >= unlimited {
-			u.memory.limit = 0
+		must = []string{filepath.Join(p.cpu, "cpuacct.usage"), filepath.Join(p.memory, "memory.stat")}
+		ms := st.MemoryStats.Stats
+		u.memory.rss, u.memory.cache = ms["total_rss"], ms["total_cache"]
+		u.memory.pgfault, u.memory.pgmajfault = ms["total_pgfault"], ms["total_pgmajfault"]
+		u.memory.workingSet = sub(st.MemoryStats.Usage.Usage, ms["total_inactive_file"])
+		if hasPids {
+			if err := (&cgroupv1.PidsGroup{}).GetStats(p.pids, st); err != nil {
+				return u, err
+			}
 		}
-		if stat, err = readKV(filepath.Join(p.memory, "memory.stat")); err != nil {
-			return u, err
-		}
-		u.memory.rss, u.memory.cache = stat["total_rss"], stat["total_cache"]
-		u.memory.pgfault, u.memory.pgmajfault = stat["total_pgfault"], stat["total_pgmajfault"]
-		u.memory.workingSet = sub(u.memory.usage, stat["total_inactive_file"])
 	}
-	if p.pids != "" {
-		if n, err := readUint(filepath.Join(p.pids, "pids.current")); err == nil {
-			u.procs, u.hasProcs = n, true
+	for _, f := range must {
+		if !exists(f) {
+			return cgroupUsage{}, fmt.Errorf("cgroup file %s: %w", f, os.ErrNotExist)
 		}
+	}
+	u.cpuNanos = st.CpuStats.CpuUsage.TotalUsage
+	u.memory.usage = st.MemoryStats.Usage.Usage
+	u.memory.limit = limitOrZero(st.MemoryStats.Usage.Limit) // v1 about 2^63, v2 "max" 2^64-1: none
+	if hasPids {
+		u.procs, u.hasProcs = st.PidsStats.Current, true
 	}
 	return u, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 func sub(a, b uint64) uint64 {
@@ -293,34 +297,29 @@ type ifaceUsage struct {
 }
 
 // readNetDev reads the interfaces of pid's network namespace from
-// /proc/<pid>/net/dev, leaving out the loopback.
+// /proc/<pid>/net/dev under proc, leaving out the loopback, by name.
 func readNetDev(proc string, pid int) ([]ifaceUsage, error) {
-	b, err := os.ReadFile(filepath.Join(proc, strconv.Itoa(pid), "net", "dev"))
+	pfs, err := procfs.NewFS(proc)
 	if err != nil {
 		return nil, err
 	}
-	return parseNetDev(b), nil
-}
-
-func parseNetDev(b []byte) []ifaceUsage {
-	var out []ifaceUsage
-	for _, line := range strings.Split(string(b), "\n") {
-		name, rest, ok := strings.Cut(line, ":")
-		if !ok {
+	p, err := pfs.Proc(pid)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := p.NetDev()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ifaceUsage, 0, len(dev))
+	for name, n := range dev {
+		if name == "lo" {
 			continue
-		}
-		name = strings.TrimSpace(name)
-		f := strings.Fields(rest)
-		if name == "lo" || len(f) < 16 {
-			continue
-		}
-		n := make([]uint64, 16)
-		for i := range n {
-			n[i], _ = strconv.ParseUint(f[i], 10, 64)
 		}
 		out = append(out, ifaceUsage{name: name,
-			rxBytes: n[0], rxPackets: n[1], rxErrors: n[2], rxDropped: n[3],
-			txBytes: n[8], txPackets: n[9], txErrors: n[10], txDropped: n[11]})
+			rxBytes: n.RxBytes, rxPackets: n.RxPackets, rxErrors: n.RxErrors, rxDropped: n.RxDropped,
+			txBytes: n.TxBytes, txPackets: n.TxPackets, txErrors: n.TxErrors, txDropped: n.TxDropped})
 	}
-	return out
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out, nil
 }

@@ -1,4 +1,4 @@
-package cri
+package stats
 
 import (
 	"context"
@@ -26,7 +26,7 @@ type engineSample struct {
 
 // reconcileStreams keeps one stream open per container in want and none
 // for any other. passMu is held.
-func (c *statsCollector) reconcileStreams(want map[string]bool) {
+func (c *Collector) reconcileStreams(want map[string]bool) {
 	for id, s := range c.streams {
 		if !want[id] {
 			s.cancel()
@@ -49,7 +49,7 @@ func (c *statsCollector) reconcileStreams(want map[string]bool) {
 
 // follow keeps the stream of one container open until ctx ends,
 // reconnecting with back-off when the engine ends it early.
-func (c *statsCollector) follow(ctx context.Context, id string, s *engineStream) {
+func (c *Collector) follow(ctx context.Context, id string, s *engineStream) {
 	defer func() {
 		c.mu.Lock()
 		if e, ok := c.engine[id]; ok && e.from == s {
@@ -88,7 +88,7 @@ func (c *statsCollector) follow(ctx context.Context, id string, s *engineStream)
 
 // hostMemory is the engine host's memory: the engine reports it as the
 // limit of a container that has none.
-func (c *statsCollector) hostMemory() uint64 {
+func (c *Collector) hostMemory() uint64 {
 	c.memOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

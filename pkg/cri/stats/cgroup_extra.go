@@ -1,4 +1,4 @@
-package cri
+package stats
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/prometheus/procfs"
 )
 
 // cgroupExtra is what the CRI metrics (ListPodSandboxMetrics, the
@@ -244,18 +246,25 @@ func readPids(path string) ([]int, error) {
 }
 
 // countFDs counts the open file descriptors of the processes pids, and
-// those of them that are sockets, from /proc/<pid>/fd. A process that ends
-// meanwhile counts nothing.
+// those of them that are sockets, from /proc/<pid>/fd under proc. A
+// process that ends meanwhile counts nothing.
 func countFDs(proc string, pids []int) (fds, sockets uint64) {
+	pfs, err := procfs.NewFS(proc)
+	if err != nil {
+		return 0, 0
+	}
 	for _, pid := range pids {
-		dir := filepath.Join(proc, strconv.Itoa(pid), "fd")
-		ents, err := os.ReadDir(dir)
+		p, err := pfs.Proc(pid)
 		if err != nil {
 			continue
 		}
-		for _, e := range ents {
+		targets, err := p.FileDescriptorTargets()
+		if err != nil {
+			continue
+		}
+		for _, t := range targets {
 			fds++
-			if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && strings.HasPrefix(l, "socket:") {
+			if strings.HasPrefix(t, "socket:") {
 				sockets++
 			}
 		}
