@@ -9,6 +9,9 @@
 //
 //   - provider.go: the virtual-kubelet provider (pod lifecycle, notify).
 //   - worker.go: one goroutine per pod that drives CRI toward the pod spec.
+//   - probes_manager.go, probes_worker.go, probes_runner.go: the prober,
+//     as kubelet's: which probes run and their results, one goroutine per
+//     probe, and running exec, httpGet, tcpSocket and grpc probes.
 //   - sandbox.go, containers.go, env.go, volumes.go, images.go: what the
 //     worker asks the runtime for (sandbox and container configs, env,
 //     files on disk, image pulls).

@@ -54,7 +54,7 @@ type podWorker struct {
 
 	wake     chan struct{}
 	finished chan struct{}
-	probes   *probeSet // the running containers' probes (probes.go)
+	probes   *probeSet // the running containers' probes (probes_manager.go)
 
 	// Owned by the worker's goroutine.
 	next        time.Duration // wake after this (0: resync only)
