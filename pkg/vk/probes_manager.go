@@ -18,9 +18,9 @@ import (
 // (probes_worker.go: one goroutine per probe per running container
 // instance, keyed by container ID and stopped when that container goes)
 // and the runner (probes_runner.go: exec, httpGet, tcpSocket, grpc).
-// Results are kept here and read by computeStatus; a result that changes
-// pokes the pod's worker, which kills a container that failed its
-// liveness or startup probe.
+// Results are kept here and read by computeStatus and computePodActions;
+// a result that changes pokes the pod's worker, which kills a container
+// that failed its liveness or startup probe.
 
 type probeKind int
 
@@ -251,9 +251,10 @@ func (w *podWorker) syncProbes(ctx context.Context, pod *v1.Pod, obs *observatio
 	for i := range pod.Spec.Containers {
 		probed = append(probed, &pod.Spec.Containers[i])
 	}
+	active := w.lifecycle() == podActive
 	for _, c := range probed {
 		cur := obs.current(c.Name)
-		if !hasProbes(c) || cur == nil || cur.state != runtimeapi.ContainerState_CONTAINER_RUNNING || w.terminal {
+		if !hasProbes(c) || cur == nil || cur.state != runtimeapi.ContainerState_CONTAINER_RUNNING || !active {
 			continue
 		}
 		keep[cur.id] = true
