@@ -8,7 +8,12 @@
 // The files answer one question each:
 //
 //   - provider.go: the virtual-kubelet provider (pod lifecycle, notify).
-//   - worker.go: one goroutine per pod that drives CRI toward the pod spec.
+//   - worker.go: one goroutine per pod that drives CRI toward the pod spec,
+//     deciding (podactions.go: computePodActions, a pure plan) apart from
+//     acting (podapply.go, which also turns results into waiting reasons).
+//   - probes_manager.go, probes_worker.go, probes_runner.go: the prober,
+//     as kubelet's: which probes run and their results, one goroutine per
+//     probe, and running exec, httpGet, tcpSocket and grpc probes.
 //   - sandbox.go, containers.go, env.go, volumes.go, images.go: what the
 //     worker asks the runtime for (sandbox and container configs, env,
 //     files on disk, image pulls).

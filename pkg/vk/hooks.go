@@ -145,16 +145,20 @@ func (w *podWorker) runHook(ctx context.Context, pod *v1.Pod, c *v1.Container, i
 	return "", fmt.Errorf("lifecycle handler of container %s has no action", c.Name)
 }
 
-// postStart runs c's postStart hook in container id, just started. When it
-// fails, the container is killed and waits with PostStartHookError, to be
-// restarted per restartPolicy; postStart then reports false.
-func (w *podWorker) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id string) bool {
+// postStart runs c's postStart hook in container id, just started, and
+// returns the result for c. When the hook fails, the container is killed
+// and waits with PostStartHookError, to be restarted per restartPolicy.
+func (w *podWorker) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container, id string) containerResult {
 	if c == nil || c.Lifecycle == nil || c.Lifecycle.PostStart == nil {
-		return true
+		res := containerResult{step: stepOK}
+		if c != nil {
+			res.name = c.Name
+		}
+		return res
 	}
 	out, err := w.runHook(ctx, pod, c, id, c.Lifecycle.PostStart)
 	if err == nil {
-		return true
+		return containerResult{name: c.Name, step: stepOK}
 	}
 	klog.ErrorS(err, "PostStart hook failed; killing the container", "pod", klog.KObj(pod), "container", c.Name, "id", id)
 	// The hook's output stays out of the event, which others may read
@@ -167,8 +171,7 @@ func (w *podWorker) postStart(ctx context.Context, pod *v1.Pod, c *v1.Container,
 	if msg == "" {
 		msg = err.Error()
 	}
-	w.waiting[c.Name] = &waiting{reason: reasonPostStartHookError, message: msg}
-	return false
+	return containerResult{name: c.Name, step: stepPostStart, message: msg}
 }
 
 // killContainer stops running container id of spec c (nil: unknown) with

@@ -64,7 +64,7 @@ type Provider struct {
 	// runtime's Version.
 	runtimeName    string
 	runtimeVersion string
-	// runner runs probes and lifecycle hooks (probes.go, hooks.go);
+	// runner runs probes and lifecycle hooks (probes_runner.go, hooks.go);
 	// recorder records the events kubelet would (nil: none).
 	runner     *handlerRunner
 	recorder   record.EventRecorder

@@ -76,6 +76,11 @@ func (b *backoff) retryReady(key string) (ok bool, wait time.Duration) {
 	return b.ready(key, at)
 }
 
+// delay is key's current back-off.
+func (b *backoff) delay(key string) time.Duration {
+	return b.b.Get(key)
+}
+
 func (b *backoff) reset(key string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -8,7 +8,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
 
@@ -49,10 +48,10 @@ func (o *observation) initialized(pod *v1.Pod) bool {
 }
 
 // appsDone reports whether every app container has run and none is to run
-// again (restartPolicy Never, or OnFailure and they succeeded): kubelet
-// then kills the pod, its sidecars included, rather than keep it alive
-// for them.
-func (w *podWorker) appsDone(pod *v1.Pod, obs *observation) bool {
+// again (restartPolicy Never, or OnFailure and they succeeded, and none
+// was killed for a new spec): kubelet then kills the pod, its sidecars
+// included, rather than keep it alive for them.
+func appsDone(pod *v1.Pod, obs *observation, specChanged map[string]bool) bool {
 	if len(pod.Spec.Containers) == 0 {
 		return false
 	}
@@ -60,49 +59,11 @@ func (w *podWorker) appsDone(pod *v1.Pod, obs *observation) bool {
 		c := &pod.Spec.Containers[i]
 		cur := obs.current(c.Name)
 		if cur == nil || cur.state != runtimeapi.ContainerState_CONTAINER_EXITED ||
-			w.specChanged[c.Name] || shouldRestart(pod.Spec.RestartPolicy, cur.exitCode) {
+			specChanged[c.Name] || shouldRestart(pod.Spec.RestartPolicy, cur.exitCode) {
 			return false
 		}
 	}
 	return true
-}
-
-// syncSidecar is one step for sidecar c. started tells whether it has
-// started, so that the next init container may start; acted, that it
-// changed something in the runtime.
-func (w *podWorker) syncSidecar(ctx context.Context, pod *v1.Pod, c *v1.Container, obs *observation, env startEnv) (started, acted bool, err error) {
-	cur := obs.current(c.Name)
-	switch {
-	case cur == nil:
-		return false, w.start(ctx, pod, c, true, obs.nextAttempt(c.Name), env), nil
-	case cur.state == runtimeapi.ContainerState_CONTAINER_CREATED:
-		return false, w.startCreated(ctx, pod, cur), nil
-	case cur.state == runtimeapi.ContainerState_CONTAINER_RUNNING:
-		if kind, failed := w.probes.failed(cur.id); failed {
-			probe := c.LivenessProbe
-			if kind == probeStartup {
-				probe = c.StartupProbe
-			}
-			klog.InfoS("Sidecar failed its probe; killing it", "pod", klog.KObj(pod), "container", c.Name, "probe", kind)
-			if err := w.killContainer(ctx, pod, c, cur.id, probeGrace(pod, probe), probeKillMessage(pod, c, kind), nil); err != nil {
-				return false, false, err
-			}
-			return false, true, nil
-		}
-		if cur.hash != "" && cur.hash != containerHash(c) {
-			klog.InfoS("Sidecar spec changed; restarting it", "pod", klog.KObj(pod), "container", c.Name)
-			w.specChanged[c.Name] = true
-			msg := fmt.Sprintf("Init container %s definition changed", c.Name)
-			if err := w.killContainer(ctx, pod, c, cur.id, podGrace(pod), msg, nil); err != nil {
-				return false, false, err
-			}
-			return false, true, nil
-		}
-		started, _ = w.probes.state(c, cur.id)
-		return started, false, nil
-	default: // exited (or unknown): a sidecar always comes back, with back-off
-		return false, w.restart(ctx, pod, c, true, cur, obs, env), nil
-	}
 }
 
 // termOrder holds a sidecar's SIGTERM back, at pod termination, until the

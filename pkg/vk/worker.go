@@ -46,7 +46,7 @@ type podWorker struct {
 	mu         sync.Mutex
 	spec       *v1.Pod       // latest pod from Kubernetes
 	status     *v1.PodStatus // last reported
-	deleting   bool
+	state      podState      // only moves forward (advance)
 	grace      int64
 	cancelPass context.CancelFunc
 	startTime  time.Time
@@ -54,12 +54,11 @@ type podWorker struct {
 
 	wake     chan struct{}
 	finished chan struct{}
-	probes   *probeSet // the running containers' probes (probes.go)
+	probes   *probeSet // the running containers' probes (probes_manager.go)
 
 	// Owned by the worker's goroutine.
 	next        time.Duration // wake after this (0: resync only)
 	waiting     map[string]*waiting
-	terminal    bool            // reached Succeeded or Failed: nothing restarts
 	specChanged map[string]bool // killed for a new spec: restart at once
 	reported    bool            // report has run once
 	startTimed  bool            // the start latency is recorded (metrics.go)
@@ -111,15 +110,34 @@ func (w *podWorker) setPod(pod *v1.Pod) {
 // delete makes the worker stop and remove the pod, within grace seconds.
 func (w *podWorker) delete(grace int64) {
 	w.mu.Lock()
-	if !w.deleting || grace < w.grace {
+	if w.state != podDeleting || grace < w.grace {
 		w.grace = grace
 	}
-	w.deleting = true
+	w.state = podDeleting
 	if w.cancelPass != nil {
 		w.cancelPass() // an image pull, say, is not worth finishing
 	}
 	w.mu.Unlock()
 	w.poke()
+}
+
+// lifecycle is where the pod is in its life.
+func (w *podWorker) lifecycle() podState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.state
+}
+
+// advance moves the pod's state forward to s, never back (a deleted pod
+// stays deleted); it reports whether it moved.
+func (w *podWorker) advance(s podState) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s <= w.state {
+		return false
+	}
+	w.state = s
+	return true
 }
 
 // poke wakes the worker for a pass.
@@ -178,7 +196,7 @@ func (w *podWorker) pass(parent context.Context) (done bool) {
 	defer cancel()
 	w.mu.Lock()
 	w.cancelPass = cancel
-	deleting, grace := w.deleting, w.grace
+	state, grace := w.state, w.grace
 	w.mu.Unlock()
 	defer func() {
 		w.mu.Lock()
@@ -187,7 +205,7 @@ func (w *podWorker) pass(parent context.Context) (done bool) {
 	}()
 	w.next = 0
 	pod := w.pod()
-	if deleting {
+	if state == podDeleting {
 		w.probes.stopAll() // kubelet stops probing a pod it terminates
 		obs, err := w.kill(ctx, grace)
 		if err != nil {
@@ -257,8 +275,7 @@ func (w *podWorker) report(obs *observation, terminated bool) {
 	w.status = &st
 	w.mu.Unlock()
 	w.observePodStart(pod, prevPhase, &st)
-	if (st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed) && !w.terminal {
-		w.terminal = true
+	if (st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed) && w.advance(podTerminal) {
 		w.wakeAfter(0) // to stop the sandbox
 	}
 	if changed {
@@ -439,348 +456,22 @@ func (w *podWorker) terminationMessage(c *criContainer) string {
 	return msg
 }
 
-// syncPod is one step toward the spec. acted tells that it changed
-// something in the runtime, so that the state is worth reading again.
+// syncPod is one step toward the spec: it reads the pod's state, removes
+// what is dead, decides (computePodActions) and acts (applyPodActions).
+// acted tells that it changed something in the runtime, so that the state
+// is worth reading again.
 func (w *podWorker) syncPod(ctx context.Context) (obs *observation, acted bool, err error) {
 	pod := w.pod()
 	if obs, err = w.observe(ctx); err != nil {
 		return nil, false, err
 	}
 	w.removeDead(ctx, obs)
-	sb := obs.sandboxInfo()
-	if w.terminal {
-		if sb != nil && sb.ready {
-			// What still runs (sidecars) stops as at deletion: preStop
-			// hooks, the sidecars last.
-			if left := obs.notExited(); len(left) > 0 {
-				klog.V(2).InfoS("Pod finished; stopping its remaining containers", "pod", klog.KObj(pod), "containers", len(left))
-				if err := w.stopContainers(ctx, pod, left, podGrace(pod)); err != nil {
-					return obs, false, err
-				}
-				return obs, true, nil
-			}
-			klog.V(2).InfoS("Pod finished; stopping its sandbox", "pod", klog.KObj(pod))
-			if err := w.p.rt.StopPodSandbox(ctx, sb.id); err != nil && !isNotFound(err) {
-				return obs, false, fmt.Errorf("stop sandbox %s: %w", sb.id, err)
-			}
-			return obs, true, nil
-		}
-		return obs, false, nil
-	}
-
-	// The sandbox: made when missing, made anew when it died (the
-	// containers then start over, init containers first), unless the
-	// pod's containers already ran and restartPolicy is Never.
-	if sb == nil || !sb.ready {
-		if sb != nil && pod.Spec.RestartPolicy == v1.RestartPolicyNever && len(obs.containers) > 0 {
-			w.terminal = true
-			return obs, false, nil
-		}
-		if err := w.runSandbox(ctx, obs); err != nil {
-			return obs, false, err
-		}
-		return obs, true, nil
-	}
-	vols, err := setUpVolumes(podDir(w.p.cfg.StateDir, pod.UID), pod, w.p.objects, w.p.mem)
-	if err != nil {
-		w.volumesFailed(pod, err)
-		w.wakeAfter(backoffInitial)
-		return obs, false, nil
-	}
-	sbCfg, err := w.p.makeSandboxConfig(pod, obs.sandboxes[0].GetMetadata().GetAttempt())
-	if err != nil {
-		return obs, false, err
-	}
-	env := startEnv{sandboxID: sb.id, sandbox: sbCfg, volumes: vols, ips: podIPs{podIPs: sb.ips, hostIPs: w.p.cfg.NodeIPs}}
-	if pod.Spec.HostNetwork {
-		env.ips.podIPs = w.p.cfg.NodeIPs
-	}
-
-	initialized := obs.initialized(pod)
-	if initialized && w.appsDone(pod, obs) {
-		// As kubelet: the pod is done, and its sidecars are not restarted
-		// to keep it alive.
-		klog.V(2).InfoS("Pod's containers finished", "pod", klog.KObj(pod))
-		w.terminal = true
-		return obs, true, nil
-	}
-
-	// Init containers, one after the other: each regular one to success,
-	// each sidecar until it has started. Once the app containers were
-	// started, only the sidecars are kept running.
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		if isSidecar(c) {
-			started, acted, err := w.syncSidecar(ctx, pod, c, obs, env)
-			if err != nil || acted && !initialized {
-				return obs, acted, err
-			}
-			if !started && !initialized {
-				return obs, false, nil // the next waits for it to start
-			}
-			if acted {
-				return obs, true, nil // look again before the rest
-			}
-			continue
-		}
-		if initialized {
-			continue
-		}
-		cur := obs.current(c.Name)
-		switch {
-		case cur == nil:
-			return obs, w.start(ctx, pod, c, true, obs.nextAttempt(c.Name), env), nil
-		case cur.state == runtimeapi.ContainerState_CONTAINER_CREATED:
-			return obs, w.startCreated(ctx, pod, cur), nil
-		case cur.state == runtimeapi.ContainerState_CONTAINER_RUNNING:
-			return obs, false, nil // wait for it to exit
-		case cur.state == runtimeapi.ContainerState_CONTAINER_EXITED && cur.exitCode == 0:
-			delete(w.waiting, c.Name)
-			continue
-		case pod.Spec.RestartPolicy == v1.RestartPolicyNever:
-			w.terminal = true // the pod failed
-			return obs, false, nil
-		default:
-			return obs, w.restart(ctx, pod, c, true, cur, obs, env), nil
-		}
-	}
-
-	// App containers, all at once.
-	for i := range pod.Spec.Containers {
-		c := &pod.Spec.Containers[i]
-		cur := obs.current(c.Name)
-		switch {
-		case cur == nil:
-			acted = w.start(ctx, pod, c, false, obs.nextAttempt(c.Name), env) || acted
-		case cur.state == runtimeapi.ContainerState_CONTAINER_CREATED:
-			acted = w.startCreated(ctx, pod, cur) || acted
-		case cur.state == runtimeapi.ContainerState_CONTAINER_RUNNING && w.probeFailed(cur.id):
-			kind, _ := w.probes.failed(cur.id)
-			probe := c.LivenessProbe
-			if kind == probeStartup {
-				probe = c.StartupProbe
-			}
-			klog.InfoS("Container failed its probe; killing it", "pod", klog.KObj(pod), "container", c.Name, "probe", kind)
-			if err := w.killContainer(ctx, pod, c, cur.id, probeGrace(pod, probe), probeKillMessage(pod, c, kind), nil); err != nil {
-				return obs, acted, err
-			}
-			acted = true
-		case cur.state == runtimeapi.ContainerState_CONTAINER_RUNNING:
-			if cur.hash != "" && cur.hash != containerHash(c) {
-				klog.InfoS("Container spec changed; restarting it", "pod", klog.KObj(pod), "container", c.Name)
-				w.specChanged[c.Name] = true
-				if err := w.stopContainer(ctx, pod, c, cur.id); err != nil {
-					return obs, acted, err
-				}
-				acted = true
-			}
-		case cur.state == runtimeapi.ContainerState_CONTAINER_EXITED:
-			if w.specChanged[c.Name] || shouldRestart(pod.Spec.RestartPolicy, cur.exitCode) {
-				acted = w.restart(ctx, pod, c, false, cur, obs, env) || acted
-			}
-		}
-	}
-	return obs, acted, nil
-}
-
-// startEnv is what starting a container in the current sandbox needs.
-type startEnv struct {
-	sandboxID string
-	sandbox   *runtimeapi.PodSandboxConfig
-	volumes   map[string]volume
-	ips       podIPs
-}
-
-// volumesFailed: as kubelet, the pod's containers wait in
-// ContainerCreating, and a FailedMount event names the volume.
-func (w *podWorker) volumesFailed(pod *v1.Pod, err error) {
-	w.waitAll(pod, reasonContainerCreating, err.Error())
-	msg := err.Error()
-	var ve *volumeError
-	if errors.As(err, &ve) {
-		msg = ve.eventMessage()
-	}
-	klog.ErrorS(err, "Cannot set up the pod's volumes; will retry", "pod", klog.KObj(pod))
-	w.p.podEvent(pod, true, eventFailedMount, msg)
-}
-
-func (w *podWorker) waitAll(pod *v1.Pod, reason, msg string) {
-	for _, c := range pod.Spec.InitContainers {
-		w.waiting[c.Name] = &waiting{reason: reason, message: msg}
-	}
-	for _, c := range pod.Spec.Containers {
-		w.waiting[c.Name] = &waiting{reason: reason, message: msg}
-	}
-}
-
-// runSandbox stops what is left of the pod's last sandbox and makes the
-// next one.
-func (w *podWorker) runSandbox(ctx context.Context, obs *observation) error {
-	pod := w.pod()
-	key := "sandbox/" + string(pod.UID)
-	if ok, wait := w.p.backoff.retryReady(key); !ok {
-		w.wakeAfter(wait)
-		return nil
-	}
-	attempt := uint32(0)
-	if len(obs.sandboxes) > 0 {
-		attempt = obs.sandboxes[0].GetMetadata().GetAttempt() + 1
-		for _, sb := range obs.sandboxes {
-			if sb.State == runtimeapi.PodSandboxState_SANDBOX_READY {
-				if err := w.p.rt.StopPodSandbox(ctx, sb.Id); err != nil && !isNotFound(err) {
-					return fmt.Errorf("stop sandbox %s: %w", sb.Id, err)
-				}
-			}
-		}
-	}
-	if _, err := setUpVolumes(podDir(w.p.cfg.StateDir, pod.UID), pod, w.p.objects, w.p.mem); err != nil {
-		w.volumesFailed(pod, err)
-		w.p.backoff.failed(key, w.p.clock.Now())
-		w.wakeAfter(backoffInitial)
-		return nil
-	}
-	cfg, err := w.p.makeSandboxConfig(pod, attempt)
-	if err != nil {
-		w.waitAll(pod, reasonContainerCreating, err.Error())
-		return nil
-	}
-	if err := os.MkdirAll(cfg.LogDirectory, privateDirPerm); err != nil {
-		return err
-	}
-	runtimeHandler, err := w.p.runtimeHandler(ctx, pod)
-	var id string
-	if err == nil {
-		if runtimeHandler != "" {
-			klog.V(2).InfoS("Running pod with runtime handler", "pod", klog.KObj(pod), "runtimeHandler", runtimeHandler)
-		}
-		id, err = w.p.rt.RunPodSandbox(ctx, cfg, runtimeHandler)
-	}
-	if err != nil {
-		// As kubelet: the pod waits (a missing RuntimeClass may yet be
-		// made), with an event, and is tried again with back-off.
-		msg := fmt.Sprintf("Failed to create pod sandbox: %v", err)
-		klog.ErrorS(err, "Creating the pod's sandbox; will retry", "pod", klog.KObj(pod))
-		w.waitAll(pod, reasonContainerCreating, msg)
-		w.p.podEvent(pod, true, eventFailedCreatePodSandBox, msg)
-		w.p.backoff.failed(key, w.p.clock.Now())
-		w.wakeAfter(backoffInitial)
-		return nil
-	}
-	w.p.backoff.reset(key)
-	for k := range w.waiting {
-		delete(w.waiting, k)
-	}
-	klog.V(2).InfoS("Sandbox running", "pod", klog.KObj(pod), "sandbox", id, "attempt", attempt)
-	return nil
-}
-
-// restart starts again container c, which exited, once its back-off
-// allows; it reports whether it did.
-func (w *podWorker) restart(ctx context.Context, pod *v1.Pod, c *v1.Container, init bool, cur *criContainer, obs *observation, env startEnv) bool {
-	key := "crash/" + string(pod.UID) + "/" + c.Name
-	finished := cur.finishedAt
-	if finished.IsZero() {
-		finished = cur.createdAt
-	}
-	if w.specChanged[c.Name] {
-		delete(w.specChanged, c.Name)
-	} else {
-		if ok, wait := w.p.backoff.ready(key, finished); !ok {
-			w.waiting[c.Name] = &waiting{reason: reasonCrashLoopBackOff,
-				message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)",
-					w.p.backoff.b.Get(key), c.Name, pod.Name, pod.Namespace, pod.UID)}
-			w.wakeAfter(wait)
-			return false
-		}
-		w.p.backoff.restarted(key, finished)
-	}
-	return w.start(ctx, pod, c, init, obs.nextAttempt(c.Name), env)
-}
-
-// start pulls c's image, creates and starts the container; failures are
-// kept as the container's waiting reason. It reports whether it made a
-// container.
-func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *v1.Container, init bool, attempt uint32, env startEnv) bool {
-	imageRef, wr := w.ensureImage(ctx, c, env.sandbox)
-	if wr != nil {
-		w.waiting[c.Name] = wr
-		if wr.reason != reasonImagePullBackOff {
-			w.wakeAfter(backoffInitial)
-		}
-		return false
-	}
-	cfgKey := "config/" + string(pod.UID) + "/" + c.Name
-	vars, err := makeEnv(pod, c, env.ips, w.p.objects, env.volumes)
-	if err == nil {
-		err = w.verifyNonRoot(ctx, pod, c)
-	}
-	var cfg *runtimeapi.ContainerConfig
-	if err == nil {
-		termFile := ""
-		if c.TerminationMessagePath != "" {
-			termFile = w.terminationFile(c.Name, attempt)
-			if err = os.MkdirAll(filepath.Dir(termFile), privateDirPerm); err == nil {
-				err = os.WriteFile(termFile, nil, 0o666)
-			}
-		}
-		if err == nil {
-			cfg, err = makeContainerConfig(pod, startSpec{c: c, init: init, attempt: attempt, imageRef: imageRef,
-				env: vars, volumes: env.volumes, termFile: termFile})
-		}
-	}
-	if err != nil {
-		w.waiting[c.Name] = &waiting{reason: reasonCreateConfigError, message: err.Error()}
-		w.p.containerEvent(pod, c.Name, true, eventFailed, "Error: "+err.Error())
-		w.p.backoff.failed(cfgKey, w.p.clock.Now())
-		_, wait := w.p.backoff.retryReady(cfgKey)
-		w.wakeAfter(max(wait, time.Second))
-		return false
-	}
-	cfg.Labels[labelNode] = w.p.cfg.NodeName
-	id, err := w.p.rt.CreateContainer(ctx, env.sandboxID, cfg, env.sandbox)
-	if err != nil {
-		w.waiting[c.Name] = &waiting{reason: reasonCreateContainerError, message: err.Error()}
-		w.wakeAfter(backoffInitial)
-		return false
-	}
-	w.p.backoff.reset(cfgKey)
-	if err := w.p.rt.StartContainer(ctx, id); err != nil {
-		// Left created or exited: the next pass restarts it with back-off.
-		w.waiting[c.Name] = &waiting{reason: reasonRunContainerError, message: err.Error()}
-		return true
-	}
-	delete(w.waiting, c.Name)
-	klog.V(2).InfoS("Container started", "pod", klog.KObj(pod), "container", c.Name, "id", id, "attempt", attempt)
-	w.postStart(ctx, pod, c, id)
-	return true
-}
-
-// startCreated starts a container that was created but not started (a
-// start that failed, or vk-cri stopped in between).
-func (w *podWorker) startCreated(ctx context.Context, pod *v1.Pod, cur *criContainer) bool {
-	if err := w.p.rt.StartContainer(ctx, cur.id); err != nil {
-		w.waiting[cur.name] = &waiting{reason: reasonRunContainerError, message: err.Error()}
-		// Remove it: the next pass makes a new one, with back-off.
-		_ = w.p.rt.RemoveContainer(ctx, cur.id)
-		w.wakeAfter(backoffInitial)
-		return false
-	}
-	delete(w.waiting, cur.name)
-	w.postStart(ctx, pod, specOf(pod, cur.name), cur.id)
-	return true
-}
-
-// stopContainer stops running container id of spec c, its preStop hook
-// first, within the pod's grace period.
-func (w *podWorker) stopContainer(ctx context.Context, pod *v1.Pod, c *v1.Container, id string) error {
-	return w.killContainer(ctx, pod, c, id, podGrace(pod), "", nil)
-}
-
-// probeFailed reports whether container instance id failed its liveness
-// or startup probe and is to be killed.
-func (w *podWorker) probeFailed(id string) bool {
-	_, failed := w.probes.failed(id)
-	return failed
+	plan := computePodActions(planInput{
+		pod: pod, obs: obs, state: w.lifecycle(), specChanged: w.specChanged,
+		probes: w.probes, backoff: w.p.backoff,
+	})
+	acted, err = w.applyPodActions(ctx, pod, obs, plan)
+	return obs, acted, err
 }
 
 // removeDead removes exited containers beyond the newest keepDead of each
@@ -820,7 +511,8 @@ func (w *podWorker) kill(ctx context.Context, grace int64) (*observation, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := w.stopContainers(ctx, pod, obs.notExited(), grace); err != nil {
+	plan := computePodActions(planInput{pod: pod, obs: obs, state: podDeleting})
+	if err := w.stopContainers(ctx, pod, plan.stop, grace); err != nil {
 		return nil, err
 	}
 	if obs, err = w.observe(ctx); err != nil { // the exit codes
@@ -845,11 +537,10 @@ func (w *podWorker) kill(ctx context.Context, grace int64) (*observation, error)
 	if err != nil {
 		klog.ErrorS(err, "Removing the pod's files", "pod", klog.KObj(pod))
 	}
-	for _, prefix := range []string{"crash/", "config/"} {
-		for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
-			w.p.backoff.reset(prefix + string(pod.UID) + "/" + c.Name)
-		}
+	for _, c := range append(append([]v1.Container{}, pod.Spec.InitContainers...), pod.Spec.Containers...) {
+		w.p.backoff.reset(crashKey(pod, c.Name))
+		w.p.backoff.reset(configKey(pod, c.Name))
 	}
-	w.p.backoff.reset("sandbox/" + string(pod.UID))
+	w.p.backoff.reset(sandboxKey(pod))
 	return obs, nil
 }
