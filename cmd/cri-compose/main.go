@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/cri-compose/cri-compose/pkg/cri"
+	"github.com/cri-compose/cri-compose/pkg/cri/images"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 )
 
@@ -82,7 +83,7 @@ func run() error {
 			return err
 		}
 	}
-	m, err := cri.ParseMirrors(mirrors)
+	m, err := images.ParseMirrors(mirrors)
 	if err != nil {
 		return fmt.Errorf("--registry-mirror: %w", err)
 	}

@@ -117,7 +117,7 @@ func (s *Server) imageVolumes(ctx context.Context, cfg *runtime.ContainerConfig)
 		if err != nil {
 			return nil, nil, fmt.Errorf("image volume %q: %w", m.GetContainerPath(), err)
 		}
-		src, err := s.files.mountSource(ctx, img.ID, m.GetImageSubPath())
+		src, err := s.files.MountSource(ctx, img.ID, m.GetImageSubPath())
 		if err != nil {
 			return nil, nil, fmt.Errorf("image volume %q: %w", m.GetContainerPath(), err)
 		}
@@ -141,7 +141,7 @@ func (s *Server) imageVolumes(ctx context.Context, cfg *runtime.ContainerConfig)
 // the engine resolves the user as it always does (and ContainerStatus
 // reports no user).
 func (s *Server) containerUser(ctx context.Context, cfg *runtime.ContainerConfig, img ResolvedImage) (*sandbox.Identity, error) {
-	files, err := s.files.usersOf(ctx, img.ID)
+	files, err := s.files.UsersOf(ctx, img.ID)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
@@ -162,7 +162,9 @@ func (s *Server) imageMounted(id string) bool {
 	found := false
 	s.store.EachContainer(func(c containerRec) {
 		for _, m := range c.Config.GetMounts() {
-			if imageMountRef(m) == id {
+			// CreateContainer records the image id in the mount
+			// (ImageSpec.image_ref).
+			if m.GetImage().GetImageRef() == id {
 				found = true
 			}
 		}

@@ -36,7 +36,7 @@ func (s *Server) resync(ctx context.Context) {
 		s.ensurePump(ctx, c)
 	}
 	s.sweepProjects(ctx)
-	s.files.sweep(ctx)
+	s.files.Sweep(ctx)
 	if s.hostInfo().StageMounts { // staged volumes of pods gone: pkg/cri/staging
 		live := map[string]bool{}
 		for _, sb := range s.store.Sandboxes(nil) {

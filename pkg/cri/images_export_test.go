@@ -4,7 +4,6 @@ package cri
 // through test/suite's gRPC harness; test/suite imports this package, so
 // those tests cannot be internal) read of the package's internals.
 var (
-	ImageFullIDPattern = imageFullIDPattern
-	ErrNotFound        = errNotFound
-	GRPCError          = grpcError
+	ErrNotFound = errNotFound
+	GRPCError   = grpcError
 )

@@ -28,6 +28,7 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/cri"
+	criimages "github.com/cri-compose/cri-compose/pkg/cri/images"
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/test/images"
 	"github.com/cri-compose/cri-compose/test/suite"
@@ -60,7 +61,7 @@ func startImageTestRegistry(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func newImageEnv(t *testing.T, mirrors cri.Mirrors) *imageEnv {
+func newImageEnv(t *testing.T, mirrors criimages.Mirrors) *imageEnv {
 	t.Helper()
 	d := images.Engine(t)
 	reg := startImageTestRegistry(t)
@@ -136,7 +137,7 @@ func (e *imageEnv) pull(t *testing.T, ref string) string {
 		t.Fatalf("PullImage %s: %v", ref, err)
 	}
 	id := resp.GetImageRef()
-	if !cri.ImageFullIDPattern.MatchString(id) || !strings.HasPrefix(id, "sha256:") {
+	if !criimages.FullIDPattern.MatchString(id) || !strings.HasPrefix(id, "sha256:") {
 		t.Fatalf("PullImage %s: image ref %q is not an image id", ref, id)
 	}
 	e.cleanupImage(t, id)
@@ -334,7 +335,7 @@ func TestImageUsers(t *testing.T) {
 }
 
 func TestImagePullThroughMirror(t *testing.T) {
-	e := newImageEnv(t, cri.Mirrors{
+	e := newImageEnv(t, criimages.Mirrors{
 		"registry.k8s.io": {"http://REGISTRY"},
 		"gcr.io":          {"REGISTRY/gcr"},
 	})

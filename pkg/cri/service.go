@@ -15,6 +15,7 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/cri-compose/cri-compose/pkg/cri/images"
 	"github.com/cri-compose/cri-compose/pkg/cri/perm"
 	"github.com/cri-compose/cri-compose/pkg/cri/staging"
 	"github.com/cri-compose/cri-compose/pkg/cri/stats"
@@ -38,7 +39,7 @@ type Config struct {
 	NetworkSubnet netip.Prefix
 	// PodInfraImage overrides the built-in pause image.
 	PodInfraImage string
-	Mirrors       Mirrors
+	Mirrors       images.Mirrors
 	// LogConfig is the engine log driver for CRI containers (default: local).
 	LogConfig container.LogConfig
 
@@ -89,9 +90,8 @@ type Server struct {
 	stage       *staging.Stager // host-path mounts on remote engines
 	projects    projectFolders  // the pods' project folders (compose_file.go)
 
-	// files reads images' files: users and groups, image volumes
-	// (image_files.go).
-	files *imageFiles
+	// files reads images' files: users and groups, image volumes.
+	files *images.Files
 
 	// stats and events (container_events.go, stats.go)
 	cevents *containerEvents
@@ -115,9 +115,8 @@ func NewServer(cfg Config, d *dockerapi.Client) *Server {
 
 		started: time.Now(),
 	}
-	s.files = newImageFiles(d, cfg.StateDir, s.started)
-	s.files.inUse = s.imageMounted
-	s.images.onRemove = s.files.forgetImage
+	s.files = images.NewFiles(d, cfg.StateDir, s.started, s.imageMounted)
+	s.images.onRemove = s.files.ForgetImage
 	s.host = sandbox.Host{Network: cfg.Network, StateDir: cfg.StateDir, InfraImage: cfg.PodInfraImage, LogConfig: cfg.LogConfig}
 	// stats and events: container_events.go, stats.go. The store's changes
 	// feed GetContainerEvents, which reads the store back: the hub learns

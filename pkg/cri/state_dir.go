@@ -48,7 +48,7 @@ func (s *Server) secureStateDir() error {
 	if err := a.MkdirAll(root); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	imageVolumes := s.files.volumesDir()
+	imageVolumes := s.files.VolumesDir()
 	var errs []error
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {

@@ -1,4 +1,4 @@
-package cri
+package images
 
 import (
 	"encoding/base64"
@@ -106,23 +106,23 @@ func TestImageRefParse(t *testing.T) {
 		{in: id[:20], idPrefix: id[:20]},
 		{in: "0123456789ab", named: "docker.io/library/0123456789ab:latest", idPrefix: "sha256:0123456789ab"},
 	} {
-		r, err := parseImageRef(c.in)
+		r, err := ParseRef(c.in)
 		if err != nil {
-			t.Errorf("parseImageRef(%q): %v", c.in, err)
+			t.Errorf("ParseRef(%q): %v", c.in, err)
 			continue
 		}
 		named := ""
-		if r.named != nil {
-			named = r.named.String()
+		if r.Named != nil {
+			named = r.Named.String()
 		}
-		if named != c.named || r.id != c.fullID || r.idPrefix != c.idPrefix || r.explicit != c.explicit {
-			t.Errorf("parseImageRef(%q) = named %q id %q prefix %q explicit %v; want %q %q %q %v",
-				c.in, named, r.id, r.idPrefix, r.explicit, c.named, c.fullID, c.idPrefix, c.explicit)
+		if named != c.named || r.ID != c.fullID || r.IDPrefix != c.idPrefix || r.Explicit != c.explicit {
+			t.Errorf("ParseRef(%q) = named %q id %q prefix %q explicit %v; want %q %q %q %v",
+				c.in, named, r.ID, r.IDPrefix, r.Explicit, c.named, c.fullID, c.idPrefix, c.explicit)
 		}
 	}
 	for _, bad := range []string{"", "Busybox", "a//b", "busybox:", "x@sha256:12"} {
-		if _, err := parseImageRef(bad); !errors.Is(err, sandbox.ErrInvalid) {
-			t.Errorf("parseImageRef(%q) = %v, want ErrInvalid", bad, err)
+		if _, err := ParseRef(bad); !errors.Is(err, sandbox.ErrInvalid) {
+			t.Errorf("ParseRef(%q) = %v, want ErrInvalid", bad, err)
 		}
 	}
 }
@@ -130,39 +130,39 @@ func TestImageRefParse(t *testing.T) {
 func TestImageNormalizeRefs(t *testing.T) {
 	dg := "sha256:" + strings.Repeat("ab", 32)
 	engine := []string{"busybox:latest", "<none>:<none>", "127.0.0.1:5000/a/b:v1", "k8s.gcr.io/pause:3.9", "busybox@" + dg, "<none>@<none>"}
-	if got, want := normalizeImageRefs(engine, false), []string{"127.0.0.1:5000/a/b:v1", "docker.io/library/busybox:latest", "k8s.gcr.io/pause:3.9"}; !reflect.DeepEqual(got, want) {
+	if got, want := NormalizeRefs(engine, false), []string{"127.0.0.1:5000/a/b:v1", "docker.io/library/busybox:latest", "k8s.gcr.io/pause:3.9"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("tags %q, want %q", got, want)
 	}
-	if got, want := normalizeImageRefs(engine, true), []string{"docker.io/library/busybox@" + dg}; !reflect.DeepEqual(got, want) {
+	if got, want := NormalizeRefs(engine, true), []string{"docker.io/library/busybox@" + dg}; !reflect.DeepEqual(got, want) {
 		t.Errorf("digests %q, want %q", got, want)
 	}
 	for user, want := range map[string][2]any{
 		"": {int64(-1), ""}, "0": {int64(0), ""}, "1002": {int64(1002), ""}, "1003:1004": {int64(1003), ""},
 		"www-data": {int64(-1), "www-data"}, "www-data:1004": {int64(-1), "www-data"},
 	} {
-		uid, name := imageUser(user)
+		uid, name := criUser(user)
 		got := int64(-1)
 		if uid != nil {
 			got = uid.Value
 		}
 		if got != want[0] || name != want[1] {
-			t.Errorf("imageUser(%q) = %d %q, want %v %v", user, got, name, want[0], want[1])
+			t.Errorf("criUser(%q) = %d %q, want %v %v", user, got, name, want[0], want[1])
 		}
 	}
 }
 
 func TestImageAuthConversion(t *testing.T) {
-	if imagePullAuth(nil) != nil || imagePullAuth(&runtime.AuthConfig{}) != nil {
+	if PullAuth(nil) != nil || PullAuth(&runtime.AuthConfig{}) != nil {
 		t.Error("no credentials should give no engine auth")
 	}
-	got := imagePullAuth(&runtime.AuthConfig{Auth: base64.StdEncoding.EncodeToString([]byte("user:p:w")), ServerAddress: "gcr.io"})
+	got := PullAuth(&runtime.AuthConfig{Auth: base64.StdEncoding.EncodeToString([]byte("user:p:w")), ServerAddress: "gcr.io"})
 	want := &registry.AuthConfig{Username: "user", Password: "p:w", Auth: "dXNlcjpwOnc=", ServerAddress: "gcr.io"}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("imagePullAuth = %+v, want %+v", got, want)
+		t.Errorf("PullAuth = %+v, want %+v", got, want)
 	}
-	got = imagePullAuth(&runtime.AuthConfig{Username: "u", Password: "p", IdentityToken: "i", RegistryToken: "r"})
+	got = PullAuth(&runtime.AuthConfig{Username: "u", Password: "p", IdentityToken: "i", RegistryToken: "r"})
 	want = &registry.AuthConfig{Username: "u", Password: "p", IdentityToken: "i", RegistryToken: "r"}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("imagePullAuth = %+v, want %+v", got, want)
+		t.Errorf("PullAuth = %+v, want %+v", got, want)
 	}
 }

@@ -1,4 +1,4 @@
-package cri
+package images
 
 import (
 	"archive/tar"

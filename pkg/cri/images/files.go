@@ -1,4 +1,4 @@
-package cri
+package images
 
 import (
 	"archive/tar"
@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/types/container"
-	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
@@ -39,7 +38,7 @@ import (
 //
 // A copy stays while a container of the store mounts it, and goes when
 // its image is removed through RemoveImage or, found gone, at a resync.
-type imageFiles struct {
+type Files struct {
 	docker   *dockerapi.Client
 	stateDir string
 	started  time.Time
@@ -61,13 +60,17 @@ const readerEntrypoint = "/.cri-compose-image-reader-never-started"
 // maxUserFile bounds what is read of /etc/passwd or /etc/group.
 const maxUserFile = 4 << 20
 
-func newImageFiles(d *dockerapi.Client, stateDir string, started time.Time) *imageFiles {
-	return &imageFiles{docker: d, stateDir: stateDir, started: started,
+// NewFiles reads the files of engine d's images, keeping its copies under
+// stateDir. started is when the server started: reader containers and
+// unfinished copies older than that are a crash's, which Sweep removes.
+// inUse says whether a container still mounts an image's copy.
+func NewFiles(d *dockerapi.Client, stateDir string, started time.Time, inUse func(imageID string) bool) *Files {
+	return &Files{docker: d, stateDir: stateDir, started: started, inUse: inUse,
 		users: map[string]sandbox.ImageUsers{}, locks: map[string]*sync.Mutex{}}
 }
 
 // withReader runs fn with a reader container of image id.
-func (f *imageFiles) withReader(ctx context.Context, imageID string, fn func(ctr string) error) error {
+func (f *Files) withReader(ctx context.Context, imageID string, fn func(ctr string) error) error {
 	cfg := &container.Config{
 		Image:           imageID,
 		Entrypoint:      []string{readerEntrypoint},
@@ -89,8 +92,8 @@ func (f *imageFiles) withReader(ctx context.Context, imageID string, fn func(ctr
 	return fn(id)
 }
 
-// usersOf reads image id's /etc/passwd and /etc/group, once per image.
-func (f *imageFiles) usersOf(ctx context.Context, imageID string) (sandbox.ImageUsers, error) {
+// UsersOf reads image id's /etc/passwd and /etc/group, once per image.
+func (f *Files) UsersOf(ctx context.Context, imageID string) (sandbox.ImageUsers, error) {
 	f.mu.Lock()
 	u, ok := f.users[imageID]
 	f.mu.Unlock()
@@ -116,7 +119,7 @@ func (f *imageFiles) usersOf(ctx context.Context, imageID string) (sandbox.Image
 
 // readFile reads one file of a container through the archive API,
 // following a symbolic link once; nil when it does not exist.
-func (f *imageFiles) readFile(ctx context.Context, ctr, p string) ([]byte, error) {
+func (f *Files) readFile(ctx context.Context, ctr, p string) ([]byte, error) {
 	for range 2 {
 		rc, err := f.docker.CopyFromContainer(ctx, ctr, p)
 		if dockerapi.IsNotFound(err) {
@@ -152,22 +155,22 @@ func (f *imageFiles) readFile(ctx context.Context, ctr, p string) ([]byte, error
 }
 
 // forgetUsers drops what was read of image id (it was removed).
-func (f *imageFiles) forgetUsers(imageID string) {
+func (f *Files) forgetUsers(imageID string) {
 	f.mu.Lock()
 	delete(f.users, imageID)
 	f.mu.Unlock()
 }
 
-// volumesDir holds the image volumes' copies.
-func (f *imageFiles) volumesDir() string { return filepath.Join(f.stateDir, "image-volumes") }
+// VolumesDir holds the image volumes' copies.
+func (f *Files) VolumesDir() string { return filepath.Join(f.stateDir, "image-volumes") }
 
 // copyDir is where image id's copy lives: rootfs beside a "complete"
 // marker.
-func (f *imageFiles) copyDir(imageID string) string {
-	return filepath.Join(f.volumesDir(), strings.TrimPrefix(imageID, "sha256:"))
+func (f *Files) copyDir(imageID string) string {
+	return filepath.Join(f.VolumesDir(), strings.TrimPrefix(imageID, "sha256:"))
 }
 
-func (f *imageFiles) lockImage(imageID string) func() {
+func (f *Files) lockImage(imageID string) func() {
 	f.mu.Lock()
 	m := f.locks[imageID]
 	if m == nil {
@@ -181,7 +184,7 @@ func (f *imageFiles) lockImage(imageID string) func() {
 
 // rootfs is the directory holding a read-only copy of image id's
 // filesystem, made on first use.
-func (f *imageFiles) rootfs(ctx context.Context, imageID string) (string, error) {
+func (f *Files) rootfs(ctx context.Context, imageID string) (string, error) {
 	if !f.docker.IsLocal() {
 		return "", fmt.Errorf("%w: image volumes need the engine on this host (a copy of the image is bind-mounted)", sandbox.ErrUnsupported)
 	}
@@ -192,10 +195,10 @@ func (f *imageFiles) rootfs(ctx context.Context, imageID string) (string, error)
 	if _, err := os.Stat(filepath.Join(dir, "complete")); err == nil {
 		return rootfs, nil
 	}
-	if err := os.MkdirAll(f.volumesDir(), 0o700); err != nil {
+	if err := os.MkdirAll(f.VolumesDir(), 0o700); err != nil {
 		return "", err
 	}
-	tmp, err := os.MkdirTemp(f.volumesDir(), filepath.Base(dir)+".tmp-")
+	tmp, err := os.MkdirTemp(f.VolumesDir(), filepath.Base(dir)+".tmp-")
 	if err != nil {
 		return "", err
 	}
@@ -225,10 +228,10 @@ func (f *imageFiles) rootfs(ctx context.Context, imageID string) (string, error)
 	return rootfs, nil
 }
 
-// mountSource is the host path that serves an image volume mount: the
+// MountSource is the host path that serves an image volume mount: the
 // copy's root, or its sub_path resolved inside it (symbolic links never
 // leave the copy). A sub path the image lacks is an error.
-func (f *imageFiles) mountSource(ctx context.Context, imageID, subPath string) (string, error) {
+func (f *Files) MountSource(ctx context.Context, imageID, subPath string) (string, error) {
 	rootfs, err := f.rootfs(ctx, imageID)
 	if err != nil {
 		return "", err
@@ -382,8 +385,8 @@ func extractTar(r io.Reader, dest string) error {
 	return nil
 }
 
-// forgetImage removes image id's copy, unless a container still mounts it.
-func (f *imageFiles) forgetImage(imageID string) {
+// ForgetImage removes image id's copy, unless a container still mounts it.
+func (f *Files) ForgetImage(imageID string) {
 	f.forgetUsers(imageID)
 	if f.inUse != nil && f.inUse(imageID) {
 		return
@@ -395,10 +398,10 @@ func (f *imageFiles) forgetImage(imageID string) {
 	}
 }
 
-// sweep removes what a crash or an image removed outside the CRI left:
+// Sweep removes what a crash or an image removed outside the CRI left:
 // reader containers made before this server started, unfinished copies,
 // and copies of images that are gone and that no container mounts.
-func (f *imageFiles) sweep(ctx context.Context) {
+func (f *Files) Sweep(ctx context.Context) {
 	if list, err := f.docker.ContainerList(ctx, labelReader+"="+f.stateDir); err == nil {
 		for _, c := range list {
 			if time.Unix(c.Created, 0).Before(f.started.Add(-time.Second)) {
@@ -406,7 +409,7 @@ func (f *imageFiles) sweep(ctx context.Context) {
 			}
 		}
 	}
-	entries, err := os.ReadDir(f.volumesDir())
+	entries, err := os.ReadDir(f.VolumesDir())
 	if err != nil {
 		return
 	}
@@ -414,7 +417,7 @@ func (f *imageFiles) sweep(ctx context.Context) {
 		name := e.Name()
 		if strings.Contains(name, ".tmp-") {
 			if info, err := e.Info(); err == nil && info.ModTime().Before(f.started) {
-				_ = os.RemoveAll(filepath.Join(f.volumesDir(), name))
+				_ = os.RemoveAll(filepath.Join(f.VolumesDir(), name))
 			}
 			continue
 		}
@@ -423,13 +426,7 @@ func (f *imageFiles) sweep(ctx context.Context) {
 			continue
 		}
 		if _, err := f.docker.ImageInspect(ctx, id); dockerapi.IsNotFound(err) {
-			f.forgetImage(id)
+			f.ForgetImage(id)
 		}
 	}
-}
-
-// imageMountRef is the image id an image volume mount was made from, as
-// CreateContainer recorded it in the mount (ImageSpec.image_ref).
-func imageMountRef(m *runtime.Mount) string {
-	return m.GetImage().GetImageRef()
 }
