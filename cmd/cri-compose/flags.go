@@ -38,7 +38,7 @@ func newFlags(name string, o *options) *flag.FlagSet {
 	fs.StringVar(&o.StageMounts, "stage-mounts", "auto", "copy host-path mounts into per-pod Docker volumes on the engine: auto (when the engine does not share this machine's filesystem: ssh://, tcp:// to another host, or an engine whose name is not this host's), always, never")
 	fs.StringVar(&o.StateDir, "state-dir", "/var/lib/cri-compose", "folder for compose files and other derived state; closed to other users (0700, or 0750 for --socket-group), and tightened at start if it is not")
 	fs.StringVar(&o.Network, "network", "cri-compose", "bridge network every pod joins (created if missing)")
-	fs.StringVar(&o.NetworkSubnet, "network-subnet", "", "subnet of the pod network when it is created (default: the engine picks)")
+	fs.StringVar(&o.NetworkSubnet, "network-subnet", "", "subnets of the pod network when it is created, comma-separated, at most one IPv4 and one IPv6 (default: the engine picks); the node's pod CIDR, sent by kubelet, replaces them")
 	fs.StringVar(&o.PodInfraImage, "pod-infra-image", "", "infra (pause) image (default: the built-in one, loaded into the engine)")
 	fs.Var(&o.mirrors, "registry-mirror", "registry mirror as host=endpoint[,endpoint…], e.g. registry.k8s.io=http://127.0.0.1:5000 (repeatable)")
 	fs.StringVar(&o.StreamAddress, "stream-address", cri.DefaultStreamAddress, "host:port of the streaming server for exec, attach and port-forward (port 0: a free port)")

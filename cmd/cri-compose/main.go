@@ -95,9 +95,9 @@ func run() error {
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("registry mirrors: %w", err)
 	}
-	var subnet netip.Prefix
+	var subnets []netip.Prefix
 	if fc.NetworkSubnet != "" {
-		if subnet, err = netip.ParsePrefix(fc.NetworkSubnet); err != nil {
+		if subnets, err = cri.ParseSubnets(fc.NetworkSubnet); err != nil {
 			return fmt.Errorf("--network-subnet: %w", err)
 		}
 	}
@@ -117,7 +117,7 @@ func run() error {
 	}
 	defer d.Close()
 	srv := cri.NewServer(cri.Config{
-		StateDir: fc.StateDir, SocketGroup: fc.SocketGroup, Network: fc.Network, NetworkSubnet: subnet,
+		StateDir: fc.StateDir, SocketGroup: fc.SocketGroup, Network: fc.Network, NetworkSubnets: subnets,
 		PodInfraImage: fc.PodInfraImage, Mirrors: m,
 		StreamAddress: fc.StreamAddress, StageMounts: stage,
 	}, d)

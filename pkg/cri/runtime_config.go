@@ -2,9 +2,16 @@ package cri
 
 import (
 	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
 
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+	"github.com/cri-compose/cri-compose/pkg/sandbox"
 )
 
 // RuntimeConfig reports the engine's cgroup driver, so kubelet can match it.
@@ -20,11 +27,106 @@ func (s *Server) RuntimeConfig(ctx context.Context, r *runtime.RuntimeConfigRequ
 	return &runtime.RuntimeConfigResponse{Linux: &runtime.LinuxRuntimeConfiguration{CgroupDriver: driver}}, nil
 }
 
-// UpdateRuntimeConfig accepts the pod CIDR kubelet sends. Pod addresses come
-// from the engine's pod network, whose subnet is set by configuration.
+// UpdateRuntimeConfig puts the pod network on the node's pod CIDR, as a
+// CNI plugin's host-local IPAM would: kubelet sends the node's
+// spec.podCIDRs, comma-separated (one per family on a dual-stack node).
+// The engine cannot change a network's subnet, so the network is made
+// again, which it can only be while no container is attached: with pods
+// on another subnet the call fails with FailedPrecondition and changes
+// nothing. kubelet calls again at its next node status sync, until it
+// takes.
 func (s *Server) UpdateRuntimeConfig(ctx context.Context, r *runtime.UpdateRuntimeConfigRequest) (*runtime.UpdateRuntimeConfigResponse, error) {
-	if cidr := r.GetRuntimeConfig().GetNetworkConfig().GetPodCidr(); cidr != "" {
-		klog.InfoS("Pod CIDR from the node noted; pod addresses come from the engine network", "podCIDR", cidr, "network", s.cfg.Network)
+	cidr := r.GetRuntimeConfig().GetNetworkConfig().GetPodCidr()
+	if cidr == "" {
+		return &runtime.UpdateRuntimeConfigResponse{}, nil
+	}
+	want, err := ParseSubnets(cidr)
+	if err != nil {
+		return nil, grpcError(fmt.Errorf("%w: pod CIDR: %w", sandbox.ErrInvalid, err))
+	}
+	if err := s.setPodSubnets(ctx, want); err != nil {
+		return nil, grpcError(err)
 	}
 	return &runtime.UpdateRuntimeConfigResponse{}, nil
+}
+
+func (s *Server) setPodSubnets(ctx context.Context, want []netip.Prefix) error {
+	s.netMu.Lock()
+	defer s.netMu.Unlock()
+	have, attached, err := s.docker.NetworkSubnets(ctx, s.cfg.Network)
+	switch {
+	case dockerapi.IsNotFound(err): // made with them at the next prepare
+	case err != nil:
+		return fmt.Errorf("pod network %s: %w", s.cfg.Network, err)
+	case sameSubnets(have, want):
+		s.notePodSubnets(want)
+		return nil
+	case attached > 0:
+		return fmt.Errorf("%w: pod network %s has subnets %s and %d containers attached: the pod CIDR %s applies once they are gone",
+			errPrecondition, s.cfg.Network, joinPrefixes(have), attached, joinPrefixes(want))
+	default:
+		if err := s.docker.NetworkRemove(ctx, s.cfg.Network); err != nil && !dockerapi.IsNotFound(err) {
+			return fmt.Errorf("pod network %s on subnets %s: %w", s.cfg.Network, joinPrefixes(have), err)
+		}
+	}
+	s.notePodSubnets(want)
+	if _, err := s.docker.EnsureNetwork(ctx, s.cfg.Network, want, map[string]string{"io.cri-compose.network": "pods"}); err != nil {
+		s.unprepare() // the next sandbox makes it
+		return fmt.Errorf("pod network %s on subnets %s: %w", s.cfg.Network, joinPrefixes(want), err)
+	}
+	klog.InfoS("Pod network on the node's pod CIDR", "network", s.cfg.Network, "podCIDR", joinPrefixes(want), "was", joinPrefixes(have))
+	return nil
+}
+
+// podSubnets are what the pod network is made with.
+func (s *Server) podSubnets() []netip.Prefix {
+	s.hostMu.RLock()
+	defer s.hostMu.RUnlock()
+	return s.subnets
+}
+
+func (s *Server) notePodSubnets(p []netip.Prefix) {
+	s.hostMu.Lock()
+	s.subnets = p
+	s.hostMu.Unlock()
+}
+
+// ParseSubnets parses a comma-separated list of subnets, as in a node's
+// pod CIDR or --network-subnet: at most one per address family.
+func ParseSubnets(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for f := range strings.SplitSeq(list, ",") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(f))
+		if err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(out, func(q netip.Prefix) bool { return q.Addr().Is4() == p.Addr().Is4() }) {
+			return nil, fmt.Errorf("%s: more than one subnet of its address family in %q", p, list)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+func sameSubnets(a, b []netip.Prefix) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, p := range a {
+		if !slices.Contains(b, p) {
+			return false
+		}
+	}
+	return true
+}
+
+func joinPrefixes(ps []netip.Prefix) string {
+	if len(ps) == 0 {
+		return "(the engine's choice)"
+	}
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
 }

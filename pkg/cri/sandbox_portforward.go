@@ -80,6 +80,9 @@ func (r streamRuntime) PortForward(ctx context.Context, podSandboxID string, por
 		return r.portForwardEngine(ctx, sb, port, stream)
 	}
 	host := sb.IP
+	if host == "" {
+		host = sb.IPv6 // an IPv6-only pod network
+	}
 	if sb.Service.NetworkMode == "host" ||
 		sb.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtime.NamespaceMode_NODE {
 		host = "127.0.0.1"

@@ -30,6 +30,8 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 	if h := r.GetRuntimeHandler(); h != "" && h != "runc" {
 		return "", fmt.Errorf("%w: runtime handler %q is not supported (only the engine's default runtime)", sandbox.ErrInvalid, h)
 	}
+	s.netMu.RLock() // the pod network stays as it is until the sandbox is on it
+	defer s.netMu.RUnlock()
 	if err := s.ready(ctx); err != nil {
 		return "", err
 	}

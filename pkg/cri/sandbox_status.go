@@ -49,7 +49,14 @@ func sandboxStatus(sb sandboxRec) *runtime.PodSandboxStatus {
 		}}},
 	}
 	if ns.GetNetwork() != runtime.NamespaceMode_NODE {
+		// As kubelet's CNI results: the IPv4 address first, the other
+		// family's as an additional one.
 		st.Network = &runtime.PodSandboxNetworkStatus{Ip: sb.IP}
+		if sb.IP == "" {
+			st.Network.Ip = sb.IPv6
+		} else if sb.IPv6 != "" {
+			st.Network.AdditionalIps = []*runtime.PodIP{{Ip: sb.IPv6}}
+		}
 	} else {
 		st.Network = &runtime.PodSandboxNetworkStatus{}
 	}

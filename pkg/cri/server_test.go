@@ -14,7 +14,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +51,7 @@ type criEnv struct {
 	t        *testing.T
 	d        *dockerapi.Client
 	stateDir string
+	cfg      cri.Config // of every server, with stateDir and the network
 	reqCtx   context.Context // bounds every request of the test
 
 	mu  sync.Mutex
@@ -62,9 +62,18 @@ type criEnv struct {
 // first, so run last) stops whichever server is current by then.
 func newCRIEnv(t *testing.T) *criEnv {
 	t.Helper()
+	return newCRIEnvWith(t, cri.Config{Network: testNetwork})
+}
+
+// newCRIEnvWith is newCRIEnv with servers of configuration cfg (its state
+// dir is the env's).
+func newCRIEnvWith(t *testing.T, cfg cri.Config) *criEnv {
+	t.Helper()
 	d := images.Engine(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	e := &criEnv{t: t, d: d, stateDir: t.TempDir(), reqCtx: ctx}
+	cfg.StateDir = e.stateDir
+	e.cfg = cfg
 	t.Cleanup(func() {
 		defer cancel()
 		if s := e.server(); s != nil {
@@ -79,7 +88,7 @@ func newCRIEnv(t *testing.T) *criEnv {
 // says the runtime is ready.
 func (e *criEnv) start() *suite.Server {
 	e.t.Helper()
-	s := suite.StartServer(e.t, suite.ServerOptions{Config: cri.Config{StateDir: e.stateDir, Network: testNetwork}})
+	s := suite.StartServer(e.t, suite.ServerOptions{Config: e.cfg})
 	e.mu.Lock()
 	e.cur = s
 	e.mu.Unlock()
@@ -373,7 +382,7 @@ func TestEnsureNetworkConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ids[i], errs[i] = d.EnsureNetwork(ctx, name, netip.Prefix{}, map[string]string{"io.cri-compose.network": "test"})
+			ids[i], errs[i] = d.EnsureNetwork(ctx, name, nil, map[string]string{"io.cri-compose.network": "test"})
 		}()
 	}
 	wg.Wait()

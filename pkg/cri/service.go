@@ -34,9 +34,12 @@ type Config struct {
 	// SocketGroup is the group of the CRI socket (--socket-group, a name
 	// or a gid): it may read the state dir and the CRI log files too,
 	// which are otherwise root's alone (state_dir.go).
-	SocketGroup   string
-	Network       string
-	NetworkSubnet netip.Prefix
+	SocketGroup string
+	Network     string
+	// NetworkSubnets are the pod network's subnets when it is created, at
+	// most one per address family (ParseSubnets); the node's pod CIDR
+	// (UpdateRuntimeConfig) replaces them.
+	NetworkSubnets []netip.Prefix
 	// PodInfraImage overrides the built-in pause image.
 	PodInfraImage string
 	Mirrors       images.Mirrors
@@ -70,8 +73,14 @@ type Server struct {
 	pumps        *logPumps
 	access       perm.Access // who may read the state dir and logs (state_dir.go)
 
-	hostMu sync.RWMutex
-	host   sandbox.Host // facts about the engine's host, filled by prepare
+	hostMu  sync.RWMutex
+	host    sandbox.Host   // facts about the engine's host, filled by prepare
+	subnets []netip.Prefix // the pod network's, when made (hostMu)
+
+	// netMu orders a change of the pod network's subnets
+	// (UpdateRuntimeConfig, which holds it) after sandboxes being attached
+	// to it (RunPodSandbox, which shares it).
+	netMu sync.RWMutex
 
 	// prepMu, not a sync.Mutex: a caller waiting for another's prepare
 	// of a slow engine gives up at its deadline.
@@ -106,12 +115,13 @@ func NewServer(cfg Config, d *dockerapi.Client) *Server {
 	}
 	access := fileAccess(cfg.SocketGroup) // state_dir.go
 	s := &Server{
-		cfg:    cfg,
-		docker: d,
-		events: d.NewEvents(),
-		images: NewImageService(d, cfg.Mirrors),
-		pumps:  newLogPumps(d, access),
-		access: access,
+		cfg:     cfg,
+		docker:  d,
+		subnets: cfg.NetworkSubnets,
+		events:  d.NewEvents(),
+		images:  NewImageService(d, cfg.Mirrors),
+		pumps:   newLogPumps(d, access),
+		access:  access,
 
 		started: time.Now(),
 	}
@@ -192,7 +202,7 @@ func (s *Server) prepare(ctx context.Context) error {
 		return err
 	}
 	h := hostFacts(info, s.docker.IsLocal())
-	if _, err := s.docker.EnsureNetwork(ctx, s.cfg.Network, s.cfg.NetworkSubnet, map[string]string{"io.cri-compose.network": "pods"}); err != nil {
+	if _, err := s.docker.EnsureNetwork(ctx, s.cfg.Network, s.podSubnets(), map[string]string{"io.cri-compose.network": "pods"}); err != nil {
 		return fmt.Errorf("pod network %s: %w", s.cfg.Network, err)
 	}
 	infra := s.cfg.PodInfraImage

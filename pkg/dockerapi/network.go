@@ -11,8 +11,9 @@ import (
 )
 
 // EnsureNetwork returns the id of the bridge network name, creating it (with
-// subnet when valid, and labels) if it does not exist yet.
-func (c *Client) EnsureNetwork(ctx context.Context, name string, subnet netip.Prefix, labels map[string]string) (_ string, err error) {
+// subnets, at most one per address family, and labels) if it does not
+// exist yet. An IPv6 subnet makes the network dual-stack or IPv6-only.
+func (c *Client) EnsureNetwork(ctx context.Context, name string, subnets []netip.Prefix, labels map[string]string) (_ string, err error) {
 	defer c.observe("ensure network", time.Now(), &err)
 	c.netMu.Lock()
 	defer c.netMu.Unlock()
@@ -28,8 +29,14 @@ func (c *Client) EnsureNetwork(ctx context.Context, name string, subnet netip.Pr
 		return "", wrap("inspect network", name, err)
 	}
 	opts := client.NetworkCreateOptions{Driver: "bridge", Labels: labels}
-	if subnet.IsValid() {
-		opts.IPAM = &network.IPAM{Driver: "default", Config: []network.IPAMConfig{{Subnet: subnet}}}
+	if len(subnets) > 0 {
+		opts.IPAM = &network.IPAM{Driver: "default"}
+		v6 := false
+		for _, p := range subnets {
+			opts.IPAM.Config = append(opts.IPAM.Config, network.IPAMConfig{Subnet: p})
+			v6 = v6 || p.Addr().Is6()
+		}
+		opts.EnableIPv6 = &v6
 	}
 	cr, err := c.api.NetworkCreate(ctx, name, opts)
 	if err != nil {
@@ -78,6 +85,22 @@ func (c *Client) oldestNetwork(ctx context.Context, name string) (string, bool) 
 		_, _ = c.api.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{})
 	}
 	return same[0].ID, true
+}
+
+// NetworkSubnets returns the subnets of network name and how many
+// containers are attached to it. A missing network is a NotFound error.
+func (c *Client) NetworkSubnets(ctx context.Context, name string) (subnets []netip.Prefix, attached int, err error) {
+	defer c.observe("inspect network", time.Now(), &err)
+	r, err := c.api.NetworkInspect(ctx, name, client.NetworkInspectOptions{})
+	if err != nil {
+		return nil, 0, wrap("inspect network", name, err)
+	}
+	for _, cfg := range r.Network.IPAM.Config {
+		if cfg.Subnet.IsValid() {
+			subnets = append(subnets, cfg.Subnet.Masked())
+		}
+	}
+	return subnets, len(r.Network.Containers), nil
 }
 
 // NetworkRemove removes a network.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,7 +104,7 @@ func newEnv() (*benchEnv, string, error) {
 		err = pause.Ensure(ctx, d)
 	}
 	if err == nil {
-		_, err = d.EnsureNetwork(ctx, e.network, netip.Prefix{}, map[string]string{"io.cri-compose.bench": runID})
+		_, err = d.EnsureNetwork(ctx, e.network, nil, map[string]string{"io.cri-compose.bench": runID})
 	}
 	if err != nil {
 		wg.Wait()

@@ -44,8 +44,11 @@ type SandboxMetadata struct {
 // SandboxStatus is what changes of a pod sandbox.
 type SandboxStatus struct {
 	State runtime.PodSandboxState
-	IP    string
-	Pid   int
+	// IP and IPv6 are the pod's addresses on the pod network, per family
+	// (a dual-stack network gives both).
+	IP   string
+	IPv6 string
+	Pid  int
 	// Service is the infra container as a compose service, rendered from
 	// the engine's config of it: shared, read-only.
 	Service *types.ServiceConfig

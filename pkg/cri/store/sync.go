@@ -76,8 +76,13 @@ func sandboxStatus(in container.InspectResponse, network string) SandboxStatus {
 	st := sandboxState(in.State)
 	st.Service = &svc
 	if in.NetworkSettings != nil {
-		if ep := in.NetworkSettings.Networks[network]; ep != nil && ep.IPAddress.IsValid() {
-			st.IP = ep.IPAddress.String()
+		if ep := in.NetworkSettings.Networks[network]; ep != nil {
+			if ep.IPAddress.IsValid() {
+				st.IP = ep.IPAddress.String()
+			}
+			if ep.GlobalIPv6Address.IsValid() {
+				st.IPv6 = ep.GlobalIPv6Address.String()
+			}
 		}
 	}
 	return st
