@@ -18,7 +18,7 @@ import (
 
 func TestParseSubnets(t *testing.T) {
 	for in, want := range map[string]string{
-		"10.244.1.0/24":                  "[10.244.1.0/24]",
+		"10.244.1.0/24":                   "[10.244.1.0/24]",
 		"10.244.1.7/24, fd00:10:244::/64": "[10.244.1.0/24 fd00:10:244::/64]",
 	} {
 		got, err := cri.ParseSubnets(in)

@@ -51,7 +51,7 @@ type criEnv struct {
 	t        *testing.T
 	d        *dockerapi.Client
 	stateDir string
-	cfg      cri.Config // of every server, with stateDir and the network
+	cfg      cri.Config      // of every server, with stateDir and the network
 	reqCtx   context.Context // bounds every request of the test
 
 	mu  sync.Mutex
