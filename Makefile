@@ -42,6 +42,7 @@ help:
 	@echo 'make bench-vk  pod create -> Running on the virtual node (vk-cri), 50 at once and one at a time'
 	@echo 'make pause     rebuild pkg/pause/pause.bin from cmd/pause (commit the result)'
 	@echo 'make install   binaries, systemd units, example configs (PREFIX=$(PREFIX), DESTDIR=)'
+	@echo 'make install-compose  build Docker Compose v2 once and install it as the docker CLI plugin (root: for every user), so docker compose ls shows pods'
 	@echo 'make verify-install  install into a temp DESTDIR and systemd-analyze verify the units'
 	@echo 'make docs      regenerate docs/configuration.md from the flags of cri-compose and vk-cri'
 	@echo 'make proto     regenerate proto/**/*.pb.go (generators pinned in proto/tools/go.mod)'
@@ -173,7 +174,15 @@ COMMIT ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --q
 LDFLAGS = $(if $(VERSION),-X github.com/cri-compose/cri-compose/pkg/cri.Version=$(VERSION)) \
 	$(if $(COMMIT),-X github.com/cri-compose/cri-compose/pkg/buildinfo.Commit=$(COMMIT))
 
-.PHONY: install verify-install docs
+.PHONY: install verify-install docs install-compose
+# Compose v2 as the docker CLI plugin (Debian 12 has only Compose v1, which
+# lists a project only from its folder): the version the tests use, built
+# once into the tool cache; root installs it for every user
+# (/usr/local/lib/docker/cli-plugins), others into ~/.docker/cli-plugins.
+# COMPOSE_PLUGIN_DIR picks another folder.
+install-compose:
+	$(GO) run ./test/toolcache/install-compose $(if $(COMPOSE_PLUGIN_DIR),-dir $(COMPOSE_PLUGIN_DIR))
+
 install: build
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/cri-compose
 	install -m 0755 bin/cri-compose $(DESTDIR)$(BINDIR)/cri-compose

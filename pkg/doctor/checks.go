@@ -106,7 +106,7 @@ func Evaluate(f Facts) Report {
 	case f.ComposeV2 != "":
 		add(CheckComposeV2, OK, "%s: operators can use `docker compose ls/ps/logs` on pods", f.ComposeV2)
 	default:
-		add(CheckComposeV2, Degraded, "no docker-compose CLI plugin in %s: operators cannot use `docker compose` on pods (cri-compose itself does not need it)",
+		add(CheckComposeV2, Degraded, "no docker-compose CLI plugin in %s: operators cannot use `docker compose` on pods (cri-compose itself does not need it); `make install-compose` in a cri-compose checkout installs it, or Docker's docker-compose-plugin package",
 			strings.Join(f.PluginDirs, ", "))
 	}
 	switch {

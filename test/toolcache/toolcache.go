@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,11 +116,7 @@ func Compose(ctx context.Context, repoRoot string) (string, time.Duration, error
 // content is the compose binary as the CLI plugin docker-compose, checks
 // that `docker compose version` runs it, and returns that version.
 func InstallComposePlugin(ctx context.Context, dockerConfig, bin string) (string, error) {
-	plugins := filepath.Join(dockerConfig, "cli-plugins")
-	if err := os.MkdirAll(plugins, 0o755); err != nil {
-		return "", err
-	}
-	if err := os.Symlink(bin, filepath.Join(plugins, "docker-compose")); err != nil {
+	if _, err := PlaceComposePlugin(bin, filepath.Join(dockerConfig, "cli-plugins")); err != nil {
 		return "", err
 	}
 	cmd := exec.CommandContext(ctx, "docker", "compose", "version", "--short")
@@ -129,6 +126,49 @@ func InstallComposePlugin(ctx context.Context, dockerConfig, bin string) (string
 		return "", fmt.Errorf("docker compose version: %w: %s", err, out)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// PlaceComposePlugin puts the compose binary into the docker CLI plugin
+// folder dir as docker-compose, mode 0755, and returns its path. It is a
+// hard link or a copy, not a symlink, so that it outlives a cleaned tool
+// cache, and it is renamed into place, so that a docker CLI running
+// meanwhile never sees half a binary.
+func PlaceComposePlugin(bin, dir string) (path string, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	path = filepath.Join(dir, "docker-compose")
+	tmp, err := os.CreateTemp(dir, ".docker-compose-*")
+	if err != nil {
+		return "", err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	tmp.Close()
+	if os.Remove(tmp.Name()) == nil && os.Link(bin, tmp.Name()) == nil {
+		return path, os.Rename(tmp.Name(), path)
+	}
+	// Another filesystem: a copy.
+	in, err := os.Open(bin)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(tmp.Name(), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+	if err != nil {
+		return "", err
+	}
+	if _, err = io.Copy(out, in); err != nil {
+		out.Close()
+		return "", err
+	}
+	if err = out.Close(); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp.Name(), path)
 }
 
 // DockerEnv is the environment for docker and docker-compose commands: the
