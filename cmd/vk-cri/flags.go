@@ -27,6 +27,7 @@ type options struct {
 	tlsKey         string
 	clientCA       string
 	clusterDNS     string
+	podCIDR        string
 	clusterDomain  string
 	resolvConf     string
 	resync         time.Duration
@@ -88,6 +89,7 @@ func newFlags(name string, o *options) *flag.FlagSet {
 	fs.StringVar(&o.authorizationMode, "authorization-mode", vk.AuthzWebhook, "kubelet API authorization: Webhook (SubjectAccessReview on nodes/<subresource> as kubelet's: proxy, pods, log, stats, metrics, healthz; cached 5 min allowed, 30 s denied) or AlwaysAllow")
 	fs.BoolVar(&o.rotateServerCerts, "rotate-server-certificates", false, "request the kubelet API's serving certificate from the cluster (CSR, signer kubernetes.io/kubelet-serving; someone must approve it) and renew it before it expires; until it is issued the self-signed (or --tls-cert-file) one is served")
 	fs.StringVar(&o.clusterDNS, "cluster-dns", "", "cluster DNS servers for dnsPolicy ClusterFirst, comma-separated (none: ClusterFirst acts as Default)")
+	fs.StringVar(&o.podCIDR, "pod-cidr", "", "the node's pod CIDR, comma-separated (one IPv4, one IPv6), handed to the runtime when the Node's spec.podCIDRs is empty; the Node's wins")
 	fs.StringVar(&o.clusterDomain, "cluster-domain", "cluster.local", "cluster domain")
 	fs.StringVar(&o.resolvConf, "resolv-conf", "/etc/resolv.conf", "resolver configuration for dnsPolicy Default (\"\": the runtime's default)")
 	fs.DurationVar(&o.resync, "sync-frequency", 30*time.Second, "how often every pod is checked against the runtime, events or not")

@@ -39,6 +39,9 @@ type Config struct {
 	// nil).
 	Services corev1listers.ServiceLister
 	DNS      DNS
+	// PodCIDR is the node's pod CIDR, comma-separated (one per family),
+	// handed to the runtime when the Node's spec has none (podcidr.go).
+	PodCIDR string
 	// ResyncPeriod wakes every pod worker this often whatever the events
 	// say (default 30 s).
 	ResyncPeriod time.Duration
@@ -140,6 +143,7 @@ func (p *Provider) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { p.watchEvents(ctx) })
 	wg.Go(func() { p.monitorRuntime(ctx) })
+	wg.Go(func() { p.syncPodCIDR(ctx) })
 	wg.Go(func() {
 		t := p.clock.NewTicker(orphanSweepPeriod)
 		defer t.Stop()
