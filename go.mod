@@ -29,7 +29,7 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require k8s.io/component-helpers v0.37.2 // indirect
+require k8s.io/component-helpers v0.37.2
 
 require (
 	cel.dev/expr v0.25.3 // indirect
