@@ -37,6 +37,8 @@ type options struct {
 	// Taken off the node's capacity for its allocatable.
 	kubeReserved   reservedFlag
 	systemReserved reservedFlag
+	// Sysctls pods may set beyond kubelet's safe set.
+	allowedUnsafeSysctls string
 
 	// vk-cri's own metrics (pkg/vk/metrics.go) on a plain HTTP address
 	// of their own too, off unless set; the kubelet API's /metrics
@@ -103,6 +105,7 @@ func newFlags(name string, o *options) *flag.FlagSet {
 		"Only cpu, memory, ephemeral-storage and pid can be reserved; pid is no node capacity and takes nothing off allocatable. [default=none]"
 	fs.Var(&o.kubeReserved, "kube-reserved", "resources reserved for Kubernetes components (vk-cri, the runtime, the engine)"+reservedHelp)
 	fs.Var(&o.systemReserved, "system-reserved", "resources reserved for the host's own system daemons"+reservedHelp)
+	fs.StringVar(&o.allowedUnsafeSysctls, "allowed-unsafe-sysctls", "", "comma-separated unsafe sysctls or sysctl patterns (ending in *) pods may set beyond kubelet's safe set, e.g. kernel.msg*,net.core.somaxconn; a pod setting another one is Failed with reason SysctlForbidden. Use these at your own risk")
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "", "address for vk-cri's Prometheus metrics over plain HTTP, e.g. 127.0.0.1:10255 (\"\": off; the kubelet API serves them at /metrics either way)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	for alias, name := range deprecatedAliases {

@@ -126,19 +126,15 @@ func run() error {
 	}
 	defer rt.Close(context.Background())
 
-	var dnsServers []string
-	for _, s := range strings.Split(o.clusterDNS, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			dnsServers = append(dnsServers, s)
-		}
-	}
+	dnsServers := splitList(o.clusterDNS)
 	ctrls := vk.NewControllers(client, o.nodeName)
 	provider, err := vk.New(ctx, vk.Config{
 		NodeName: o.nodeName, NodeIPs: []string{nodeIP}, StateDir: stateDir, Runtime: rt,
 		Client: client, Services: ctrls.Services,
-		DNS:          vk.DNS{ClusterDNS: dnsServers, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf},
-		PodCIDR:      o.podCIDR,
-		ResyncPeriod: o.resync,
+		DNS:                  vk.DNS{ClusterDNS: dnsServers, ClusterDomain: o.clusterDomain, ResolvConf: o.resolvConf},
+		PodCIDR:              o.podCIDR,
+		ResyncPeriod:         o.resync,
+		AllowedUnsafeSysctls: splitList(o.allowedUnsafeSysctls),
 	})
 	if err != nil {
 		return err
@@ -228,6 +224,18 @@ func (f *reservedFlag) Set(s string) error {
 	}
 	maps.Copy(f.list, l)
 	return nil
+}
+
+// splitList is a comma-separated flag's items, blanks trimmed, empty ones
+// dropped.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 func parseTaints(s string) ([]v1.Taint, error) {

@@ -8,6 +8,8 @@
 // The files answer one question each:
 //
 //   - provider.go: the virtual-kubelet provider (pod lifecycle, notify).
+//   - admission.go: kubelet's admit handlers (sysctls, the pod's OS): a
+//     pod refused there is Failed and never reaches the runtime.
 //   - worker.go: one goroutine per pod that drives CRI toward the pod spec,
 //     deciding (podactions.go: computePodActions, a pure plan) apart from
 //     acting (podapply.go, which also turns results into waiting reasons).
@@ -25,6 +27,8 @@
 //   - controllers.go: virtual-kubelet's node and pod controllers, wired
 //     to read only what the Node authorizer lets a node read.
 //   - env_services.go: service link variables (enableServiceLinks).
+//   - objects_events.go: virtual-kubelet's events for missing configMaps
+//     and secrets, beside kubelet's.
 //   - runtimeclass.go: a pod's RuntimeClass → the CRI runtime handler.
 //   - restart.go: kubelet's restart policy and crash-loop back-off.
 //   - sidecar.go: sidecar containers (init containers with restartPolicy
@@ -35,7 +39,7 @@
 //     wakes the workers.
 //   - node.go, hostinfo.go: the Node object, its capacity, allocatable
 //     (less --kube-reserved and --system-reserved) and conditions.
-//   - logs.go, streaming.go, server.go: the kubelet API (logs from the CRI
-//     log files; exec, attach and port-forward proxied to the runtime's
-//     streaming server; TLS).
+//   - logs.go, streaming.go, runningpods.go, server.go: the kubelet API
+//     (logs from the CRI log files; exec, attach and port-forward proxied
+//     to the runtime's streaming server; the pods the runtime runs; TLS).
 package vk

@@ -239,6 +239,7 @@ func (w *podWorker) runSandbox(ctx context.Context, pod *v1.Pod, plan podActions
 			return nil, fmt.Errorf("stop sandbox %s: %w", id, err)
 		}
 	}
+	w.p.objectEvents(pod, volumeObjectEvents(pod, w.p.objects))
 	if _, err := setUpVolumes(podDir(w.p.cfg.StateDir, pod.UID), pod, w.p.objects, w.p.mem); err != nil {
 		res := w.volumesFailed(pod, err)
 		w.p.backoff.failed(key, w.p.clock.Now())
@@ -287,6 +288,7 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *v1.Container, ini
 		return false, containerResult{name: c.Name, step: stepImage, reason: wr.reason, message: wr.message}
 	}
 	cfgKey := configKey(pod, c.Name)
+	w.p.objectEvents(pod, envObjectEvents(pod, c, w.p.objects))
 	vars, err := makeEnv(pod, c, env.ips, w.p.objects, env.volumes)
 	if err == nil {
 		err = w.verifyNonRoot(ctx, pod, c)

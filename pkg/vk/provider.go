@@ -50,6 +50,10 @@ type Config struct {
 	RelistPeriod time.Duration
 	// Clock is for tests (default: the real one).
 	Clock clock.WithTicker
+	// AllowedUnsafeSysctls are kubelet's --allowed-unsafe-sysctls: the
+	// sysctls and patterns (ending in "*") pods may set beyond the safe
+	// set (admission.go).
+	AllowedUnsafeSysctls []string
 }
 
 // Provider is the virtual-kubelet provider: it runs the pods of its node
@@ -75,6 +79,8 @@ type Provider struct {
 	// runtimeClasses resolves pods' RuntimeClasses (runtimeclass.go; nil:
 	// no API server, the default handler).
 	runtimeClasses runtimeClassGetter
+	// admission refuses the pods kubelet would (admission.go).
+	admission *admitter
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -115,6 +121,9 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		runtimeVersion: v.GetRuntimeVersion(),
 		workers:        map[types.UID]*podWorker{},
 		byName:         map[string]types.UID{},
+	}
+	if p.admission, err = newHostAdmitter(cfg.AllowedUnsafeSysctls); err != nil {
+		return nil, fmt.Errorf("allowed unsafe sysctls: %w", err)
 	}
 	p.objects = newAPIObjects(cfg, p.objectChanged)
 	p.runner = newHandlerRunner(cfg.Runtime)
@@ -191,6 +200,7 @@ func (p *Provider) CreatePod(_ context.Context, pod *v1.Pod) error {
 		return nil
 	}
 	w := newPodWorker(p, pod.DeepCopy())
+	p.admitPod(w, pod)
 	p.workers[pod.UID] = w
 	p.byName[key(pod.Namespace, pod.Name)] = pod.UID
 	if p.ctx != nil {

@@ -27,7 +27,7 @@ import (
 
 // Handler is the kubelet API: logs and the pod list through
 // virtual-kubelet's handlers, exec, attach and port-forward proxied to the
-// runtime (streaming.go).
+// runtime (streaming.go), the pods the runtime runs (runningpods.go).
 //
 // It serves anyone who reaches it: the caller puts it behind WithAuth
 // (auth.go), as kubelet puts its server behind its auth filter.
@@ -36,6 +36,7 @@ func (p *Provider) Handler(pods corev1listers.PodLister) http.Handler {
 	mux.HandleFunc("/exec/", p.ServeExec)
 	mux.HandleFunc("/attach/", p.ServeAttach)
 	mux.HandleFunc("/portForward/", p.ServePortForward)
+	mux.HandleFunc("/runningpods/", p.ServeRunningPods) // runningpods.go
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.Handle("/metrics", p.MetricsHandler()) // vk-cri's own, as kubelet's /metrics (metrics.go)
 	mux.Handle("/", api.PodHandler(api.PodHandlerConfig{

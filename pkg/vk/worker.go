@@ -51,6 +51,9 @@ type podWorker struct {
 	cancelPass context.CancelFunc
 	startTime  time.Time
 	killMsgs   map[string]string // container id → why vk-cri killed it (hooks.go)
+	// rejected is the status of a pod admission refused (admission.go):
+	// nothing of it runs, and this is all it reports.
+	rejected *v1.PodStatus
 
 	wake     chan struct{}
 	finished chan struct{}
@@ -61,6 +64,7 @@ type podWorker struct {
 	waiting     map[string]*waiting
 	specChanged map[string]bool // killed for a new spec: restart at once
 	reported    bool            // report has run once
+	cleared     bool            // a rejected pod's leftovers are removed
 	startTimed  bool            // the start latency is recorded (metrics.go)
 }
 
@@ -205,6 +209,10 @@ func (w *podWorker) pass(parent context.Context) (done bool) {
 	}()
 	w.next = 0
 	pod := w.pod()
+	if w.rejection() != nil && state != podDeleting {
+		w.passRejected(ctx, pod)
+		return false
+	}
 	if state == podDeleting {
 		w.probes.stopAll() // kubelet stops probing a pod it terminates
 		obs, err := w.kill(ctx, grace)
@@ -258,14 +266,20 @@ func (w *podWorker) report(obs *observation, terminated bool) {
 	}
 	prevPhase := pod.Status.Phase
 	start := w.startTime
+	rejected := w.rejected
 	w.mu.Unlock()
-	st := computeStatus(statusInput{
-		pod: pod, runtimeName: w.p.runtimeName, hostIPs: w.p.cfg.NodeIPs,
-		sandbox: obs.sandboxInfo(), containers: obs.containers, waiting: w.waiting,
-		terminated: terminated, startTime: start, now: w.p.clock.Now(),
-		probe: w.probes.state,
-	})
-	if w.p.runtimeDown.Load() && !terminated {
+	var st v1.PodStatus
+	if rejected != nil {
+		st = *rejected.DeepCopy()
+	} else {
+		st = computeStatus(statusInput{
+			pod: pod, runtimeName: w.p.runtimeName, hostIPs: w.p.cfg.NodeIPs,
+			sandbox: obs.sandboxInfo(), containers: obs.containers, waiting: w.waiting,
+			terminated: terminated, startTime: start, now: w.p.clock.Now(),
+			probe: w.probes.state,
+		})
+	}
+	if w.p.runtimeDown.Load() && !terminated && rejected == nil {
 		// What the runtime still answers may be stale (cri-compose
 		// answers lists from its store while the engine is away).
 		markUnseen(&st, &pod.Status, w.p.clock.Now())

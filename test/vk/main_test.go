@@ -319,7 +319,8 @@ func setup() (cleanup func()) {
 	vkArgs := []string{
 		"--kubeconfig", vkKubeconfig, "--nodename", nodeName, "--cri-endpoint", "unix://" + criSock,
 		"--listen-address", kubeletAddr, "--client-ca-file", kubeletCACert, "--node-ip", "127.0.0.1",
-		"--state-dir", filepath.Join(runDir, "vk-state"), "--pods", "20", "-v=3"}
+		"--state-dir", filepath.Join(runDir, "vk-state"), "--pods", "20", "-v=3",
+		"--allowed-unsafe-sysctls=kernel.msg*"}
 	// VK_E2E_ARGS: more vk-cri flags, to compare settings (make bench-vk).
 	vkArgs = append(vkArgs, strings.Fields(os.Getenv("VK_E2E_ARGS"))...)
 	vkStarts := 0
