@@ -54,10 +54,7 @@ func TestContainerd(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		stop()
-		b, _ := os.ReadFile(vkCtrdLog)
-		if i := bytes.Index(b, []byte("WARNING: DATA RACE")); i >= 0 {
-			t.Errorf("vk-cri (containerd) reported a data race:\n%s", b[i:min(len(b), i+8000)])
-		}
+		checkNoRace(t, "vk-cri (containerd)", vkCtrdLog)
 		if t.Failed() {
 			t.Logf("vk-cri (containerd) log:\n%s\ncontainerd log:\n%s", tail(vkCtrdLog, 40), tail(ctrd.log, 30))
 		}

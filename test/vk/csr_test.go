@@ -1,7 +1,6 @@
 package vk_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -100,10 +99,7 @@ func TestServingCertificateCSR(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 		stop()
-		b, _ := os.ReadFile(log)
-		if i := bytes.Index(b, []byte("WARNING: DATA RACE")); i >= 0 {
-			t.Errorf("vk-cri reported a data race:\n%s", b[i:min(len(b), i+8000)])
-		}
+		checkNoRace(t, "vk-cri", log)
 		if t.Failed() {
 			t.Logf("second vk-cri's log:\n%s", tail(log, 40))
 		}

@@ -1,6 +1,7 @@
 package vk_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -192,4 +193,14 @@ func hostDataVolume(t *testing.T, name string) (string, v1.Volume) {
 	}
 	dirType := v1.HostPathDirectory
 	return dir, v1.Volume{Name: "data", VolumeSource: v1.VolumeSource{HostPath: &v1.HostPathVolumeSource{Path: dir, Type: &dirType}}}
+}
+
+// checkNoRace fails t if the log of a -race build (who, at path) reports
+// a data race, and shows the start of the report.
+func checkNoRace(t *testing.T, who, path string) {
+	t.Helper()
+	b, _ := os.ReadFile(path)
+	if i := bytes.Index(b, []byte("WARNING: DATA RACE")); i >= 0 {
+		t.Errorf("%s reported a data race:\n%s", who, b[i:min(len(b), i+8000)])
+	}
 }

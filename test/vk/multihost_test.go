@@ -127,10 +127,7 @@ func startRemoteNode(t *testing.T) *remoteNode {
 	t.Cleanup(func() {
 		h.deletePods()
 		stopVK()
-		b, _ := os.ReadFile(h.logs[1])
-		if i := bytes.Index(b, []byte("WARNING: DATA RACE")); i >= 0 {
-			t.Errorf("vk-cri (remote) reported a data race:\n%s", b[i:min(len(b), i+8000)])
-		}
+		checkNoRace(t, "vk-cri (remote)", h.logs[1])
 		if t.Failed() {
 			t.Logf("remote vk-cri log:\n%s\nremote cri-compose log:\n%s", tail(h.logs[1], 40), tail(h.logs[0], 40))
 		}

@@ -87,10 +87,7 @@ func TestPodCIDR(t *testing.T) {
 	t.Cleanup(func() {
 		deleteNodePods(node)
 		stopVK()
-		b, _ := os.ReadFile(logs[1])
-		if i := bytes.Index(b, []byte("WARNING: DATA RACE")); i >= 0 {
-			t.Errorf("vk-cri reported a data race:\n%s", b[i:min(len(b), i+8000)])
-		}
+		checkNoRace(t, "vk-cri", logs[1])
 		if t.Failed() {
 			t.Logf("vk-cri log:\n%s\ncri-compose log:\n%s", tail(logs[1], 40), tail(logs[0], 40))
 		}

@@ -1,7 +1,6 @@
 package vk_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -52,10 +51,7 @@ func TestStateDirFull(t *testing.T) {
 	t.Cleanup(func() {
 		deleteNodePods(node)
 		stop()
-		b, _ := os.ReadFile(log)
-		if i := bytes.Index(b, []byte("WARNING: DATA RACE")); i >= 0 {
-			t.Errorf("vk-cri reported a data race:\n%s", b[i:min(len(b), i+8000)])
-		}
+		checkNoRace(t, "vk-cri", log)
 		if t.Failed() {
 			t.Logf("vk-cri log:\n%s", tail(log, 40))
 		}
