@@ -26,7 +26,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
-	netutils "k8s.io/utils/net"
 
 	"github.com/cri-compose/cri-compose/pkg/vk"
 )
@@ -62,7 +61,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := checkPodCIDR(o.podCIDR); err != nil {
+	if err := vk.CheckPodCIDR(o.podCIDR); err != nil {
 		return fmt.Errorf("--pod-cidr: %w", err)
 	}
 	stateDir, err := filepath.Abs(o.stateDir)
@@ -303,25 +302,4 @@ func outboundIP(apiServer string) (string, error) {
 	}
 	defer c.Close()
 	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
-}
-
-// checkPodCIDR checks a comma-separated pod CIDR: at most one per address
-// family, as kube-controller-manager allocates.
-func checkPodCIDR(s string) error {
-	if s == "" {
-		return nil
-	}
-	cidrs, err := netutils.ParseCIDRs(strings.Split(s, ","))
-	if err != nil {
-		return err
-	}
-	if len(cidrs) > 2 {
-		return fmt.Errorf("%q: more than two CIDRs", s)
-	}
-	if len(cidrs) == 2 {
-		if dual, _ := netutils.IsDualStackCIDRs(cidrs); !dual {
-			return fmt.Errorf("%q: two CIDRs of one address family", s)
-		}
-	}
-	return nil
 }

@@ -2,6 +2,7 @@ package vk
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
+	netutils "k8s.io/utils/net"
 )
 
 // syncPodCIDR hands the node's pod CIDR to the runtime through CRI
@@ -69,4 +71,25 @@ func (p *Provider) podCIDR(ctx context.Context) (cidr string, known bool) {
 		}
 	}
 	return p.cfg.PodCIDR, true
+}
+
+// CheckPodCIDR checks a comma-separated pod CIDR: at most one per address
+// family, as kube-controller-manager allocates.
+func CheckPodCIDR(s string) error {
+	if s == "" {
+		return nil
+	}
+	cidrs, err := netutils.ParseCIDRs(strings.Split(s, ","))
+	if err != nil {
+		return err
+	}
+	if len(cidrs) > 2 {
+		return fmt.Errorf("%q: more than two CIDRs", s)
+	}
+	if len(cidrs) == 2 {
+		if dual, _ := netutils.IsDualStackCIDRs(cidrs); !dual {
+			return fmt.Errorf("%q: two CIDRs of one address family", s)
+		}
+	}
+	return nil
 }

@@ -84,3 +84,14 @@ func TestSyncPodCIDR(t *testing.T) {
 	cancel()
 	<-done
 }
+
+func TestCheckPodCIDR(t *testing.T) {
+	for in, ok := range map[string]bool{
+		"": true, "10.1.0.0/24": true, "10.1.0.0/24,fd00:1::/64": true,
+		"10.1.0.0": false, "10.1.0.0/24,10.2.0.0/24": false, "10.1.0.0/24,fd00:1::/64,10.2.0.0/24": false,
+	} {
+		if err := CheckPodCIDR(in); (err == nil) != ok {
+			t.Errorf("CheckPodCIDR(%q) = %v, want ok %v", in, err, ok)
+		}
+	}
+}
