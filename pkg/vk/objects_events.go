@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 )
 
 // virtual-kubelet's events for a configMap or secret a pod references
@@ -44,7 +45,7 @@ func envObjectEvents(pod *v1.Pod, c *v1.Container, src objectSource) []objectEve
 			ref := from.ConfigMapRef
 			if _, err := src.configMap(pod.Namespace, ref.Name); isMissing(err) {
 				msg := fmt.Sprintf("configmap %q not found", ref.Name)
-				if missing(ptrTrue(ref.Optional), reasonOptionalConfigMapNotFound, reasonMandatoryConfigMapNotFound, msg, msg) {
+				if missing(ptr.Deref(ref.Optional, false), reasonOptionalConfigMapNotFound, reasonMandatoryConfigMapNotFound, msg, msg) {
 					return evs
 				}
 			}
@@ -52,7 +53,7 @@ func envObjectEvents(pod *v1.Pod, c *v1.Container, src objectSource) []objectEve
 			ref := from.SecretRef
 			if _, err := src.secret(pod.Namespace, ref.Name); isMissing(err) {
 				msg := fmt.Sprintf("secret %q not found", ref.Name)
-				if missing(ptrTrue(ref.Optional), reasonOptionalSecretNotFound, reasonMandatorySecretNotFound, msg, msg) {
+				if missing(ptr.Deref(ref.Optional, false), reasonOptionalSecretNotFound, reasonMandatorySecretNotFound, msg, msg) {
 					return evs
 				}
 			}
@@ -66,7 +67,7 @@ func envObjectEvents(pod *v1.Pod, c *v1.Container, src objectSource) []objectEve
 		case e.ValueFrom.ConfigMapKeyRef != nil:
 			ref := e.ValueFrom.ConfigMapKeyRef
 			if _, err := src.configMap(pod.Namespace, ref.Name); isMissing(err) {
-				if missing(ptrTrue(ref.Optional), reasonOptionalConfigMapNotFound, reasonMandatoryConfigMapNotFound,
+				if missing(ptr.Deref(ref.Optional, false), reasonOptionalConfigMapNotFound, reasonMandatoryConfigMapNotFound,
 					fmt.Sprintf("skipping optional envvar %q: configmap %q not found", e.Name, ref.Name),
 					fmt.Sprintf("configmap %q not found", ref.Name)) {
 					return evs
@@ -75,7 +76,7 @@ func envObjectEvents(pod *v1.Pod, c *v1.Container, src objectSource) []objectEve
 		case e.ValueFrom.SecretKeyRef != nil:
 			ref := e.ValueFrom.SecretKeyRef
 			if _, err := src.secret(pod.Namespace, ref.Name); isMissing(err) {
-				if missing(ptrTrue(ref.Optional), reasonOptionalSecretNotFound, reasonMandatorySecretNotFound,
+				if missing(ptr.Deref(ref.Optional, false), reasonOptionalSecretNotFound, reasonMandatorySecretNotFound,
 					fmt.Sprintf("skipping optional envvar %q: secret %q not found", e.Name, ref.Name),
 					fmt.Sprintf("secret %q not found", ref.Name)) {
 					return evs
@@ -94,7 +95,7 @@ func volumeObjectEvents(pod *v1.Pod, src objectSource) []objectEvent {
 	configMap := func(name string, optional *bool) {
 		if _, err := src.configMap(pod.Namespace, name); isMissing(err) {
 			reason := reasonMandatoryConfigMapNotFound
-			if ptrTrue(optional) {
+			if ptr.Deref(optional, false) {
 				reason = reasonOptionalConfigMapNotFound
 			}
 			evs = append(evs, objectEvent{reason, fmt.Sprintf("configmap %q not found", name)})
@@ -103,7 +104,7 @@ func volumeObjectEvents(pod *v1.Pod, src objectSource) []objectEvent {
 	secret := func(name string, optional *bool) {
 		if _, err := src.secret(pod.Namespace, name); isMissing(err) {
 			reason := reasonMandatorySecretNotFound
-			if ptrTrue(optional) {
+			if ptr.Deref(optional, false) {
 				reason = reasonOptionalSecretNotFound
 			}
 			evs = append(evs, objectEvent{reason, fmt.Sprintf("secret %q not found", name)})
@@ -129,8 +130,6 @@ func volumeObjectEvents(pod *v1.Pod, src objectSource) []objectEvent {
 	}
 	return evs
 }
-
-func ptrTrue(b *bool) bool { return b != nil && *b }
 
 // objectEvents records evs on the pod, as Warnings.
 func (p *Provider) objectEvents(pod *v1.Pod, evs []objectEvent) {
