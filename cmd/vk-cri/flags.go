@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
 
 	"github.com/cri-compose/cri-compose/pkg/vk"
@@ -39,6 +40,11 @@ type options struct {
 	systemReserved reservedFlag
 	// Sysctls pods may set beyond kubelet's safe set.
 	allowedUnsafeSysctls string
+	// kubelet's container log rotation.
+	containerLogMaxSize         resource.QuantityValue
+	containerLogMaxFiles        int
+	containerLogMaxWorkers      int
+	containerLogMonitorInterval time.Duration
 
 	// vk-cri's own metrics (pkg/vk/metrics.go) on a plain HTTP address
 	// of their own too, off unless set; the kubelet API's /metrics
@@ -106,6 +112,12 @@ func newFlags(name string, o *options) *flag.FlagSet {
 	fs.Var(&o.kubeReserved, "kube-reserved", "resources reserved for Kubernetes components (vk-cri, the runtime, the engine)"+reservedHelp)
 	fs.Var(&o.systemReserved, "system-reserved", "resources reserved for the host's own system daemons"+reservedHelp)
 	fs.StringVar(&o.allowedUnsafeSysctls, "allowed-unsafe-sysctls", "", "comma-separated unsafe sysctls or sysctl patterns (ending in *) pods may set beyond kubelet's safe set, e.g. kernel.msg*,net.core.somaxconn; a pod setting another one is Failed with reason SysctlForbidden. Use these at your own risk")
+	d := vk.DefaultLogRotation
+	o.containerLogMaxSize.Quantity = *resource.NewQuantity(d.MaxSize, resource.BinarySI)
+	fs.Var(&o.containerLogMaxSize, "container-log-max-size", "size (a quantity, e.g. 10Mi) at which a container's log is rotated; 0 turns rotation off")
+	fs.IntVar(&o.containerLogMaxFiles, "container-log-max-files", d.MaxFiles, "log files kept per container, the live one included (at least 2); older rotated ones are gzipped")
+	fs.IntVar(&o.containerLogMaxWorkers, "container-log-max-workers", d.MaxWorkers, "containers whose logs are rotated at once")
+	fs.DurationVar(&o.containerLogMonitorInterval, "container-log-monitor-interval", d.MonitorInterval, "how often the containers' log sizes are checked (at least 3s)")
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "", "address for vk-cri's Prometheus metrics over plain HTTP, e.g. 127.0.0.1:10255 (\"\": off; the kubelet API serves them at /metrics either way)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	for alias, name := range deprecatedAliases {

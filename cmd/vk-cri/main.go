@@ -134,6 +134,8 @@ func run() error {
 		PodCIDR:              o.podCIDR,
 		ResyncPeriod:         o.resync,
 		AllowedUnsafeSysctls: splitList(o.allowedUnsafeSysctls),
+		ContainerLogs: vk.LogRotation{MaxSize: o.containerLogMaxSize.Value(), MaxFiles: o.containerLogMaxFiles,
+			MaxWorkers: o.containerLogMaxWorkers, MonitorInterval: o.containerLogMonitorInterval},
 	})
 	if err != nil {
 		return err

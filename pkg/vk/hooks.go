@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -244,12 +243,9 @@ func (w *podWorker) forgetKills(obs *observation) {
 // lines, at most fallbackLogBytes of them), for terminationMessagePolicy
 // FallbackToLogsOnError.
 func (w *podWorker) logTail(c *criContainer) string {
-	path := c.logPath
+	path := joinLogPath(w.p.podLogDir(w.pod()), c.logPath)
 	if path == "" {
 		return ""
-	}
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(w.p.podLogDir(w.pod()), path)
 	}
 	n := int64(fallbackLogLines)
 	var buf bytes.Buffer

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -51,12 +50,9 @@ func (p *Provider) GetContainerLogs(ctx context.Context, namespace, podName, con
 	if err != nil {
 		return nil, fmt.Errorf("container status %s: %w", id, err)
 	}
-	path := st.GetStatus().GetLogPath()
+	path := joinLogPath(p.podLogDir(pod), st.GetStatus().GetLogPath())
 	if path == "" {
 		return nil, errdefs.NotFoundf("container %q in pod %s/%s has no log", containerName, namespace, podName)
-	}
-	if !filepath.IsAbs(path) { // a runtime may report it relative to the sandbox's log directory
-		path = filepath.Join(p.podLogDir(pod), path)
 	}
 	lo := &logs.LogOptions{Follow: opts.Follow, Timestamp: opts.Timestamps}
 	if opts.Tail > 0 {

@@ -54,6 +54,9 @@ type Config struct {
 	// sysctls and patterns (ending in "*") pods may set beyond the safe
 	// set (admission.go).
 	AllowedUnsafeSysctls []string
+	// ContainerLogs is the containers' log rotation policy (logrotate.go;
+	// zero MaxSize: no rotation).
+	ContainerLogs LogRotation
 }
 
 // Provider is the virtual-kubelet provider: it runs the pods of its node
@@ -81,6 +84,8 @@ type Provider struct {
 	runtimeClasses runtimeClassGetter
 	// admission refuses the pods kubelet would (admission.go).
 	admission *admitter
+	// logs rotates the containers' logs (logrotate.go; nil: off).
+	logs *logRotator
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -125,6 +130,12 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if p.admission, err = newHostAdmitter(cfg.AllowedUnsafeSysctls); err != nil {
 		return nil, fmt.Errorf("allowed unsafe sysctls: %w", err)
 	}
+	if err := cfg.ContainerLogs.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.ContainerLogs.MaxSize > 0 {
+		p.logs = &logRotator{p: p, policy: cfg.ContainerLogs}
+	}
 	p.objects = newAPIObjects(cfg, p.objectChanged)
 	p.runner = newHandlerRunner(cfg.Runtime)
 	if cfg.Client != nil {
@@ -153,6 +164,9 @@ func (p *Provider) Run(ctx context.Context) {
 	wg.Go(func() { p.watchEvents(ctx) })
 	wg.Go(func() { p.monitorRuntime(ctx) })
 	wg.Go(func() { p.syncPodCIDR(ctx) })
+	if p.logs != nil {
+		wg.Go(func() { p.logs.run(ctx) })
+	}
 	wg.Go(func() {
 		t := p.clock.NewTicker(orphanSweepPeriod)
 		defer t.Stop()

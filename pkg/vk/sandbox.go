@@ -76,7 +76,13 @@ func (p *Provider) sandboxLabels(pod *v1.Pod) map[string]string {
 }
 
 func (p *Provider) podLogDir(pod *v1.Pod) string {
-	return filepath.Join(p.cfg.StateDir, "logs", pod.Namespace+"_"+pod.Name+"_"+string(pod.UID))
+	return p.logDirOf(pod.Namespace, pod.Name, string(pod.UID))
+}
+
+// logDirOf is the log directory of a pod, <root>/logs/<ns>_<name>_<uid>
+// as kubelet's /var/log/pods names it.
+func (p *Provider) logDirOf(namespace, name, uid string) string {
+	return filepath.Join(p.cfg.StateDir, "logs", namespace+"_"+name+"_"+uid)
 }
 
 func copyMap(m map[string]string) map[string]string {

@@ -500,7 +500,9 @@ func (w *podWorker) removeDead(ctx context.Context, obs *observation) {
 			}
 			if err := w.p.rt.RemoveContainer(ctx, c.id); err != nil && !isNotFound(err) {
 				klog.V(2).InfoS("Removing dead container", "container", name, "id", c.id, "err", err)
+				continue
 			}
+			w.p.removeContainerLogs(w.p.podLogDir(w.pod()), c.logPath)
 		}
 		if len(l) > keepDead {
 			obs.containers[name] = l[:keepDead]

@@ -320,7 +320,9 @@ func setup() (cleanup func()) {
 		"--kubeconfig", vkKubeconfig, "--nodename", nodeName, "--cri-endpoint", "unix://" + criSock,
 		"--listen-address", kubeletAddr, "--client-ca-file", kubeletCACert, "--node-ip", "127.0.0.1",
 		"--state-dir", filepath.Join(runDir, "vk-state"), "--pods", "20", "-v=3",
-		"--allowed-unsafe-sysctls=kernel.msg*"}
+		"--allowed-unsafe-sysctls=kernel.msg*",
+		// Small enough that TestLogRotation rotates often (logrotate_test.go).
+		"--container-log-max-size=1Mi", "--container-log-max-files=3", "--container-log-monitor-interval=3s"}
 	// VK_E2E_ARGS: more vk-cri flags, to compare settings (make bench-vk).
 	vkArgs = append(vkArgs, strings.Fields(os.Getenv("VK_E2E_ARGS"))...)
 	vkStarts := 0

@@ -1,0 +1,194 @@
+package vk_test
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The shared vk-cri rotates at these (main_test.go passes them as flags).
+const (
+	rotateMaxFiles = 3
+)
+
+// TestLogRotation: a container writes numbered lines as fast as it can,
+// about 40 times the rotation size. vk-cri rotates its log through several
+// rotations (rename, gzip, ReopenContainerLog at full speed); the files
+// on disk never exceed --container-log-max-files, what is kept holds every
+// line from its oldest on, once and in order, ending at the last one, and
+// `logs -f` started with the container follows the rotations in order,
+// never twice, to the last line. A follower slower than the writer misses
+// what was rotated away before it got there, as with kubelet's reader.
+func TestLogRotation(t *testing.T) {
+	need(t)
+	t.Parallel()
+	const last = 800000
+	ns := namespace(t)
+	zero := int64(0)
+	pod := createPod(t, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "chatty", Namespace: ns},
+		Spec: v1.PodSpec{TerminationGracePeriodSeconds: &zero, AutomountServiceAccountToken: new(bool),
+			Containers: []v1.Container{busybox("c", fmt.Sprintf(`sleep 2; i=0; while [ $i -lt %d ]; do i=$((i+1)); echo "line $i"; done; sleep 3600`, last))}},
+	})
+	waitFor(t, "pod chatty Running", time.Minute, func() (bool, string) {
+		p := getPod(t, ns, "chatty")
+		return p.Status.Phase == v1.PodRunning, podSummary(p)
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	stream, err := client.CoreV1().Pods(ns).GetLogs("chatty", &v1.PodLogOptions{Container: "c", Follow: true}).Stream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	followed := make(chan error, 1)
+	var skipped int
+	go func() { followed <- checkLines(stream, 1, last, &skipped, "logs -f") }()
+
+	dir := filepath.Join(runDir, "vk-state", "logs", ns+"_chatty_"+string(pod.UID), "c")
+	rotations := map[string]bool{}
+	var ferr error
+	done := false
+	for !done {
+		select {
+		case ferr = <-followed:
+			done = true
+		case <-time.After(200 * time.Millisecond):
+		}
+		names := keptLogs(t, dir)
+		if len(names) > rotateMaxFiles {
+			t.Fatalf("%d log files %v, want at most %d", len(names), names, rotateMaxFiles)
+		}
+		for _, n := range names {
+			rotations[strings.TrimSuffix(n, ".gz")] = true
+		}
+	}
+	if ferr != nil {
+		t.Fatalf("%v\nvk-cri log:\n%s", ferr, tail(vkLog, 20))
+	}
+	if len(rotations) < 4 { // the live log and at least three rotated ones
+		t.Fatalf("log files seen %v: fewer than three rotations", slices.Sorted(maps.Keys(rotations)))
+	}
+
+	// The writer is done; a round may still rotate its log, so the kept
+	// files are read once two listings agree.
+	var kept []string
+	var size int64
+	waitFor(t, "the kept log files stable", 30*time.Second, func() (bool, string) {
+		names := keptLogs(t, dir)
+		same := slices.Equal(names, kept)
+		kept = names
+		return same && len(names) > 0, fmt.Sprint(names)
+	})
+	var text bytes.Buffer
+	for _, n := range kept {
+		f, err := os.Open(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fi, _ := f.Stat()
+		size += fi.Size()
+		var r io.Reader = f
+		if strings.HasSuffix(n, ".gz") {
+			if r, err = gzip.NewReader(f); err != nil {
+				t.Fatalf("%s: %v", n, err)
+			}
+		}
+		b, err := criText(r)
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		text.Write(b)
+	}
+	if err := checkLines(&text, 0, last, nil, "kept files"); err != nil {
+		t.Fatal(err)
+	}
+	written := int64(last) * int64(len("2026-12-02T00:00:00.000000000Z stdout F line 400000\n"))
+	if size > written/4 {
+		t.Errorf("%d bytes kept of about %d written: not bounded", size, written)
+	}
+	t.Logf("%d rotations seen; %d bytes kept in %v of about %d written; logs -f skipped %d lines", len(rotations)-1, size, kept, written, skipped)
+}
+
+// keptLogs are the container's log files, oldest first and the live one
+// last; temporary files of a compression in progress are not counted.
+func keptLogs(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rotated []string
+	live := false
+	for _, e := range ents {
+		switch n := e.Name(); {
+		case n == "0.log":
+			live = true
+		case strings.HasPrefix(n, "0.log.") && !strings.HasSuffix(n, ".tmp"):
+			rotated = append(rotated, n)
+		}
+	}
+	slices.Sort(rotated)
+	if live {
+		rotated = append(rotated, "0.log")
+	}
+	return rotated
+}
+
+// checkLines reads "line N" lines: each N one more than the one before,
+// from first (0: any) to last. With skipped, a line may jump ahead (never
+// back), and skipped counts the lines jumped over.
+func checkLines(r io.Reader, first, last int, skipped *int, what string) error {
+	sc := bufio.NewScanner(r)
+	prev := 0
+	for sc.Scan() {
+		n, err := strconv.Atoi(strings.TrimPrefix(sc.Text(), "line "))
+		if err != nil {
+			return fmt.Errorf("%s: line %q", what, sc.Text())
+		}
+		switch {
+		case prev == 0 && first != 0 && n != first:
+			return fmt.Errorf("%s: starts at line %d, want %d", what, n, first)
+		case prev != 0 && n > prev+1 && skipped != nil:
+			*skipped += n - prev - 1
+		case prev != 0 && n != prev+1:
+			return fmt.Errorf("%s: line %d after line %d", what, n, prev)
+		}
+		prev = n
+		if n == last {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: ended after line %d, want %d (%v)", what, prev, last, sc.Err())
+}
+
+// criText is the text of CRI log records ("<time> <stream> F <text>"),
+// one line each.
+func criText(r io.Reader) ([]byte, error) {
+	sc := bufio.NewScanner(r)
+	var out bytes.Buffer
+	for sc.Scan() {
+		f := strings.SplitN(sc.Text(), " ", 4)
+		if len(f) != 4 || f[2] != "F" {
+			return nil, fmt.Errorf("CRI record %q", sc.Text())
+		}
+		out.WriteString(f[3] + "\n")
+	}
+	return out.Bytes(), sc.Err()
+}
