@@ -21,7 +21,7 @@ import (
 // ephemeralcontainers subresource (what `kubectl debug --target` does)
 // starts in the running pod, shares its target's PID namespace (ps shows
 // the app's process), is reported in ephemeralContainerStatuses, takes
-// stdin through attach, is not restarted once it exited (restartPolicy
+// stdin through attach, keeps its log, is not restarted once it exited (restartPolicy
 // Always), and goes from the runtime with the pod.
 func TestEphemeralContainer(t *testing.T) {
 	need(t)
@@ -95,6 +95,10 @@ func TestEphemeralContainer(t *testing.T) {
 		cs := p.Status.EphemeralContainerStatuses[0]
 		return cs.State.Terminated != nil, statusLine(cs)
 	})
+	logs, err := client.CoreV1().Pods(ns).GetLogs(pod.Name, &v1.PodLogOptions{Container: "debugger"}).DoRaw(ctx)
+	if err != nil || !strings.Contains(string(logs), "got hello") {
+		t.Errorf("logs of the debug container (err %v): %q, want its output", err, logs)
+	}
 	uid := string(pod.UID)
 	listDebugger := func() []*runtimeapi.Container {
 		cs, err := cri.ListContainers(ctx, &runtimeapi.ContainerFilter{LabelSelector: map[string]string{
