@@ -43,6 +43,8 @@ type startSpec struct {
 	volumes  map[string]volume
 	// termFile is the host file mounted at terminationMessagePath.
 	termFile string
+	// pidTarget: an ephemeral container's target (ephemeral.go).
+	pidTarget string
 }
 
 // makeContainerConfig is the CRI container for s.c, as kubelet builds it
@@ -107,6 +109,7 @@ func makeContainerConfig(pod *v1.Pod, s startSpec) (*runtimeapi.ContainerConfig,
 			SecurityContext: containerSecurity(pod, c),
 		},
 	}
+	targetNamespace(cfg.Linux.SecurityContext.NamespaceOptions, s.pidTarget)
 	return cfg, nil
 }
 

@@ -49,13 +49,16 @@ func newEventRecorder(client kubernetes.Interface, node string) (record.EventRec
 
 // containerEvent records an event about a pod's container, named by its
 // field path as kubelet does (spec.initContainers{...} for init
-// containers and sidecars).
+// containers and sidecars, spec.ephemeralContainers{...}).
 func (p *Provider) containerEvent(pod *v1.Pod, container string, warn bool, reason, msg string) {
 	field := "containers"
 	for i := range pod.Spec.InitContainers {
 		if pod.Spec.InitContainers[i].Name == container {
 			field = "initContainers"
 		}
+	}
+	if ephemeralSpec(pod, container) != nil {
+		field = "ephemeralContainers"
 	}
 	p.event(pod, fmt.Sprintf("spec.%s{%s}", field, container), warn, reason, msg)
 }
@@ -92,7 +95,7 @@ func specOf(pod *v1.Pod, name string) *v1.Container {
 			return &pod.Spec.InitContainers[i]
 		}
 	}
-	return nil
+	return ephemeralSpec(pod, name)
 }
 
 // podHost is where a hook's httpGet goes when it names no host: the pod's

@@ -51,6 +51,7 @@ const (
 	actionBackOff                        // leave cur, which exited, for now: CrashLoopBackOff
 	actionKill                           // kill cur, running
 	actionDone                           // cur, an init container, succeeded
+	actionNoTarget                       // an ephemeral container's target has no container yet: wait
 )
 
 // killReason is why a running container is killed.
@@ -69,6 +70,9 @@ type containerAction struct {
 	cur  *criContainer // the current container; nil for actionStart
 	// attempt is that of the container to make (start, restart).
 	attempt uint32
+	// target (start of an ephemeral container) is the id of the container
+	// whose PID namespace it joins ("" for none).
+	target string
 	// specChanged (restart): it was killed for a new spec, and restarts
 	// free of its back-off. Otherwise its back-off counts from failedAt.
 	specChanged bool
@@ -187,6 +191,9 @@ func computePodActions(in planInput) podActions {
 		plan.terminal, plan.recheck = true, true
 		return plan
 	}
+	// As kubelet: before the init containers, so that one may debug a
+	// pod whose init container fails (ephemeral.go).
+	plan.containers = in.ephemeralActions()
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
 		if isSidecar(c) {

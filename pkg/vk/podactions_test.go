@@ -67,6 +67,9 @@ func describe(p podActions) []string {
 		switch a.kind {
 		case actionStart:
 			s = fmt.Sprintf("start %s attempt=%d", a.c.Name, a.attempt)
+			if a.target != "" {
+				s += " target=" + a.target
+			}
 		case actionStartCreated:
 			s = "startCreated " + a.c.Name
 		case actionRestart:
@@ -84,6 +87,8 @@ func describe(p podActions) []string {
 			s = fmt.Sprintf("kill %s %s grace=%d msg=%s", a.c.Name, why, a.grace, a.message)
 		case actionDone:
 			s = "done " + a.c.Name
+		case actionNoTarget:
+			s = fmt.Sprintf("noTarget %s msg=%s", a.c.Name, a.message)
 		}
 		if a.init {
 			s += " [init]"

@@ -90,6 +90,9 @@ type startEnv struct {
 	sandbox   *runtimeapi.PodSandboxConfig
 	volumes   map[string]volume
 	ips       podIPs
+	// pidTarget is, for one ephemeral container, the container whose PID
+	// namespace it joins (ephemeral.go).
+	pidTarget string
 }
 
 // applyPodActions carries out plan, made for pod as obs shows it. acted
@@ -180,8 +183,12 @@ func (w *podWorker) applyContainer(ctx context.Context, pod *v1.Pod, a container
 	c := a.c
 	switch a.kind {
 	case actionStart:
+		env.pidTarget = a.target
 		did, r := w.start(ctx, pod, c, a.init, a.attempt, env)
 		return did, &r, nil
+	case actionNoTarget:
+		w.p.containerEvent(pod, c.Name, true, eventFailed, "Error: "+a.message)
+		return false, &containerResult{name: c.Name, step: stepConfig, message: a.message}, nil
 	case actionStartCreated:
 		did, r := w.startCreated(ctx, pod, a.cur)
 		return did, &r, nil
@@ -304,7 +311,7 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *v1.Container, ini
 		}
 		if err == nil {
 			cfg, err = makeContainerConfig(pod, startSpec{c: c, init: init, attempt: attempt, imageRef: imageRef,
-				env: vars, volumes: env.volumes, termFile: termFile})
+				env: vars, volumes: env.volumes, termFile: termFile, pidTarget: env.pidTarget})
 		}
 	}
 	if err != nil {

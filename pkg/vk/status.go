@@ -128,9 +128,11 @@ func computeStatus(in statusInput) v1.PodStatus {
 		}
 	}
 	sort.Slice(st.ContainerStatuses, func(i, j int) bool { return st.ContainerStatuses[i].Name < st.ContainerStatuses[j].Name })
+	st.EphemeralContainerStatuses = in.ephemeralStatuses()
 	if in.terminated {
 		finalize(st.InitContainerStatuses)
 		finalize(st.ContainerStatuses)
+		finalize(st.EphemeralContainerStatuses)
 	}
 	st.Phase = podPhase(in.pod, st.InitContainerStatuses, st.ContainerStatuses, in.terminated, initDone)
 	st.Conditions = in.conditions(&st, initDone)
