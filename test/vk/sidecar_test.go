@@ -1,6 +1,7 @@
 package vk_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -65,6 +66,12 @@ func TestSidecar(t *testing.T) {
 
 	p := waitPod(t, ns, pod.Name, "pod Ready", 90*time.Second, func(p *v1.Pod) bool {
 		return condition(p, v1.PodReady) == v1.ConditionTrue
+	})
+	// Ready says the app container runs, not that its shell has written
+	// yet.
+	waitFor(t, "the app's start in the order file", 30*time.Second, func() (bool, string) {
+		got := order()
+		return len(got) >= 3, fmt.Sprint(got)
 	})
 	if got := order(); !slices.Equal(got, []string{"sidecar-start", "init-after-started", "app-start"}) {
 		t.Fatalf("start order %q: want the sidecar, the init container once it started, then the app", got)
