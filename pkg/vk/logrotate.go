@@ -86,19 +86,6 @@ type logRotator struct {
 	mu sync.Mutex
 }
 
-func (r *logRotator) run(ctx context.Context) {
-	t := r.p.clock.NewTicker(r.policy.MonitorInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-			r.rotateAll(ctx)
-		}
-	}
-}
-
 // rotateAll checks every running container of this node once, with
 // MaxWorkers at a time. An error on one container doesn't stop the others.
 func (r *logRotator) rotateAll(ctx context.Context) {

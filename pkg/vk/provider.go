@@ -165,24 +165,31 @@ func (p *Provider) Run(ctx context.Context) {
 	wg.Go(func() { p.monitorRuntime(ctx) })
 	wg.Go(func() { p.syncPodCIDR(ctx) })
 	if p.logs != nil {
-		wg.Go(func() { p.logs.run(ctx) })
+		wg.Go(func() { every(ctx, p.clock, p.logs.policy.MonitorInterval, func() { p.logs.rotateAll(ctx) }) })
 	}
 	wg.Go(func() {
-		t := p.clock.NewTicker(orphanSweepPeriod)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C():
-				p.backoff.gc()
-				p.cleanOrphanedPodDirs(ctx) // volumes_cleanup.go
-			}
-		}
+		every(ctx, p.clock, orphanSweepPeriod, func() {
+			p.backoff.gc()
+			p.cleanOrphanedPodDirs(ctx) // volumes_cleanup.go
+		})
 	})
 	wg.Wait()
 	stopObjectWatches(p.objects)
 	p.stopEvents()
+}
+
+// every runs f each period on clk until ctx ends.
+func every(ctx context.Context, clk clock.WithTicker, period time.Duration, f func()) {
+	t := clk.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			f()
+		}
+	}
 }
 
 // NotifyPods registers the callback that passes pod statuses to
