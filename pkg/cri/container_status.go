@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 
+	"github.com/compose-spec/compose-go/v2/types"
+	"google.golang.org/protobuf/proto"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
@@ -53,7 +55,7 @@ func containerStatus(c containerRec) *runtime.ContainerStatus {
 	if c.State != runtime.ContainerState_CONTAINER_EXITED {
 		st.ExitCode, st.Reason, st.FinishedAt = 0, "", 0
 	}
-	if r := cfg.GetLinux().GetResources(); r != nil {
+	if r := linuxResources(cfg.GetLinux().GetResources(), c.ServiceCfg); r != nil {
 		st.Resources = &runtime.ContainerResources{Linux: r}
 	}
 	if id, ok := sandbox.ParseIdentity(c.User); ok {
@@ -61,4 +63,28 @@ func containerStatus(c containerRec) *runtime.ContainerStatus {
 			Uid: id.UID, Gid: id.GID, SupplementalGroups: id.Groups}}
 	}
 	return st
+}
+
+// linuxResources is what the container runs with: the engine's values
+// (svc, rendered from its config, which UpdateContainerResources changes)
+// over the ones it was created with, as kubelet reads them back to know a
+// resize took. Nil when neither says anything.
+func linuxResources(created *runtime.LinuxContainerResources, svc *types.ServiceConfig) *runtime.LinuxContainerResources {
+	if svc == nil {
+		return created
+	}
+	r := &runtime.LinuxContainerResources{}
+	if created != nil {
+		r = proto.Clone(created).(*runtime.LinuxContainerResources)
+	}
+	r.CpuPeriod, r.CpuQuota, r.CpuShares = svc.CPUPeriod, svc.CPUQuota, svc.CPUShares
+	r.CpusetCpus = svc.CPUSet
+	r.MemoryLimitInBytes = int64(svc.MemLimit)
+	if svc.MemSwapLimit > 0 {
+		r.MemorySwapLimitInBytes = int64(svc.MemSwapLimit)
+	}
+	if created == nil && proto.Equal(r, &runtime.LinuxContainerResources{}) {
+		return nil
+	}
+	return r
 }

@@ -283,3 +283,60 @@ func TestOOMKilled(t *testing.T) {
 		t.Errorf("after an oom event: reason %q, want OOMKilled", st.GetReason())
 	}
 }
+
+// TestUpdateContainerResources resizes a running container: the cgroup
+// inside it changes, ContainerStatus reports the engine's new values (what
+// kubelet reads back to know an in-place resize took), and what was not
+// updated stays as created.
+func TestUpdateContainerResources(t *testing.T) {
+	t.Parallel()
+	e := newCRIEnv(t)
+	pod := e.podConfig("resize")
+	podID := e.runPod(pod)
+	cfg := ctrConfig("app", "exec sleep 3600")
+	cfg.Linux = &runtime.LinuxContainerConfig{Resources: &runtime.LinuxContainerResources{
+		CpuPeriod: 100000, CpuQuota: 50000, CpuShares: 256, MemoryLimitInBytes: 64 << 20, OomScoreAdj: 500}}
+	id := e.runCtr(podID, pod, cfg)
+	e.waitCtrState(id, runtime.ContainerState_CONTAINER_RUNNING, 20*time.Second)
+
+	// The container's own view of its limits, on cgroup v1 or v2.
+	limits := func() string {
+		t.Helper()
+		script := `if [ -f /sys/fs/cgroup/memory.max ]; then echo "$(cat /sys/fs/cgroup/memory.max) $(cat /sys/fs/cgroup/cpu.max)"; ` +
+			`else echo "$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes) $(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us)"; fi`
+		resp, err := e.rt().ExecSync(e.ctx(), &runtime.ExecSyncRequest{ContainerId: id, Cmd: []string{"sh", "-c", script}, Timeout: 10})
+		if err != nil || resp.GetExitCode() != 0 {
+			t.Fatalf("read the cgroup limits: %v exit %d %s", err, resp.GetExitCode(), resp.GetStderr())
+		}
+		return strings.TrimSpace(string(resp.GetStdout()))
+	}
+	if got, want := limits(), fmt.Sprintf("%d 50000 100000", 64<<20); got != want {
+		t.Fatalf("limits as created: %q, want %q", got, want)
+	}
+	if r := e.ctrStatus(id).GetResources().GetLinux(); r.GetMemoryLimitInBytes() != 64<<20 || r.GetCpuQuota() != 50000 || r.GetCpuShares() != 256 {
+		t.Errorf("status resources as created: %v", r)
+	}
+
+	if _, err := e.rt().UpdateContainerResources(e.ctx(), &runtime.UpdateContainerResourcesRequest{ContainerId: id,
+		Linux: &runtime.LinuxContainerResources{CpuPeriod: 100000, CpuQuota: 20000, CpuShares: 512, MemoryLimitInBytes: 128 << 20}}); err != nil {
+		t.Fatalf("UpdateContainerResources: %v", err)
+	}
+	if got, want := limits(), fmt.Sprintf("%d 20000 100000", 128<<20); got != want {
+		t.Errorf("limits after the update: %q, want %q", got, want)
+	}
+	// At once: no wait for the engine's event.
+	r := e.ctrStatus(id).GetResources().GetLinux()
+	if r.GetMemoryLimitInBytes() != 128<<20 || r.GetCpuQuota() != 20000 || r.GetCpuPeriod() != 100000 || r.GetCpuShares() != 512 {
+		t.Errorf("status resources after the update: %v", r)
+	}
+	if r.GetOomScoreAdj() != 500 {
+		t.Errorf("oom_score_adj %d after the update, want 500 as created", r.GetOomScoreAdj())
+	}
+	if st := e.ctrStatus(id); st.GetState() != runtime.ContainerState_CONTAINER_RUNNING {
+		t.Errorf("state %s after the update, want running (in place)", st.GetState())
+	}
+
+	_, err := e.rt().UpdateContainerResources(e.ctx(), &runtime.UpdateContainerResourcesRequest{ContainerId: "nosuch",
+		Linux: &runtime.LinuxContainerResources{MemoryLimitInBytes: 128 << 20}})
+	wantCode(t, err, codes.NotFound)
+}

@@ -34,6 +34,11 @@ func (s *Server) UpdateContainerResources(ctx context.Context, r *runtime.Update
 	if err := s.docker.ContainerUpdate(ctx, c.ID, res); err != nil {
 		return nil, grpcError(fmt.Errorf("update resources of container %s: %w", c.ID, err))
 	}
+	// A ContainerStatus right after must show the new values: the engine's
+	// "update" event would refresh the store too, but later.
+	if err := s.store.Refresh(ctx, c.ID); err != nil {
+		return nil, grpcError(fmt.Errorf("read container %s back after its update: %w", c.ID, err))
+	}
 	return &runtime.UpdateContainerResourcesResponse{}, nil
 }
 
