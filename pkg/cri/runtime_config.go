@@ -2,6 +2,7 @@ package cri
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -53,6 +54,24 @@ func (s *Server) UpdateRuntimeConfig(ctx context.Context, r *runtime.UpdateRunti
 func (s *Server) setPodSubnets(ctx context.Context, want []netip.Prefix) error {
 	s.netMu.Lock()
 	defer s.netMu.Unlock()
+	// prepare makes the network too: one in between the removal and the
+	// making here (the events stream reconnecting, say) would make it on
+	// the old subnets, and EnsureNetwork then keep those.
+	if err := s.prepMu.lock(ctx); err != nil {
+		return err
+	}
+	err := s.remakePodNetwork(ctx, want)
+	s.prepMu.unlock()
+	if errors.Is(err, errNetworkNotMade) {
+		s.unprepare() // the next sandbox makes it
+	}
+	return err
+}
+
+var errNetworkNotMade = errors.New("pod network not made")
+
+// remakePodNetwork is setPodSubnets under both locks.
+func (s *Server) remakePodNetwork(ctx context.Context, want []netip.Prefix) error {
 	have, attached, err := s.docker.NetworkSubnets(ctx, s.cfg.Network)
 	switch {
 	case dockerapi.IsNotFound(err): // made with them at the next prepare
@@ -71,8 +90,7 @@ func (s *Server) setPodSubnets(ctx context.Context, want []netip.Prefix) error {
 	}
 	s.notePodSubnets(want)
 	if _, err := s.docker.EnsureNetwork(ctx, s.cfg.Network, want, map[string]string{"io.cri-compose.network": "pods"}); err != nil {
-		s.unprepare() // the next sandbox makes it
-		return fmt.Errorf("pod network %s on subnets %s: %w", s.cfg.Network, joinPrefixes(want), err)
+		return fmt.Errorf("%w: %s on subnets %s: %w", errNetworkNotMade, s.cfg.Network, joinPrefixes(want), err)
 	}
 	klog.InfoS("Pod network on the node's pod CIDR", "network", s.cfg.Network, "podCIDR", joinPrefixes(want), "was", joinPrefixes(have))
 	return nil
