@@ -27,6 +27,15 @@ func containerHash(c *v1.Container) string {
 	return strconv.FormatUint(uint64(h.Sum32()), 16)
 }
 
+// containerHashNoResources is containerHash without what an in-place
+// resize changes: such a change restarts a container only when its
+// resizePolicy says so (resize.go).
+func containerHashNoResources(c *v1.Container) string {
+	c = c.DeepCopy()
+	c.Resources, c.ResizePolicy = v1.ResourceRequirements{}, nil
+	return containerHash(c)
+}
+
 // containerLogPath is where the runtime writes a container's log, relative
 // to the sandbox's log directory: <name>/<attempt>.log, as kubelet names it.
 func containerLogPath(name string, attempt uint32) string {
@@ -78,6 +87,7 @@ func makeContainerConfig(pod *v1.Pod, s startSpec) (*runtimeapi.ContainerConfig,
 	}
 	annotations := copyMap(pod.Annotations)
 	annotations[annotationContainerHash] = containerHash(c)
+	annotations[annotationContainerHashNoResources] = containerHashNoResources(c)
 	annotations[annotationRestartCount] = strconv.FormatUint(uint64(s.attempt), 10)
 	annotations[annotationTerminationPath] = c.TerminationMessagePath
 	annotations[annotationTerminationPolicy] = string(c.TerminationMessagePolicy)

@@ -13,10 +13,13 @@ const (
 	// runtime may serve several kubelets, and vk-cri touches only its own.
 	labelNode = "vk-cri.cri-compose.io/node"
 
-	annotationContainerHash       = "io.kubernetes.container.hash"
-	annotationRestartCount        = "io.kubernetes.container.restartCount"
-	annotationTerminationPath     = "io.kubernetes.container.terminationMessagePath"
-	annotationTerminationPolicy   = "io.kubernetes.container.terminationMessagePolicy"
-	annotationPodGracePeriod      = "io.kubernetes.pod.terminationGracePeriod"
-	annotationContainerInitMarker = "vk-cri.cri-compose.io/init-container"
+	annotationContainerHash = "io.kubernetes.container.hash"
+	// The hash without resources, as kubelet named it when it resized
+	// in place before it left resources out of the hash itself.
+	annotationContainerHashNoResources = "io.kubernetes.container.hashWithoutResources"
+	annotationRestartCount             = "io.kubernetes.container.restartCount"
+	annotationTerminationPath          = "io.kubernetes.container.terminationMessagePath"
+	annotationTerminationPolicy        = "io.kubernetes.container.terminationMessagePolicy"
+	annotationPodGracePeriod           = "io.kubernetes.pod.terminationGracePeriod"
+	annotationContainerInitMarker      = "vk-cri.cri-compose.io/init-container"
 )

@@ -52,6 +52,7 @@ const (
 	actionKill                           // kill cur, running
 	actionDone                           // cur, an init container, succeeded
 	actionNoTarget                       // an ephemeral container's target has no container yet: wait
+	actionResize                         // update the resources of cur, running, to c's (resize.go)
 )
 
 // killReason is why a running container is killed.
@@ -304,7 +305,10 @@ func (in *planInput) killAction(c *v1.Container, init bool, cur *criContainer) *
 		return &containerAction{kind: actionKill, c: c, init: init, cur: cur, kill: killProbe, probe: kind,
 			grace: probeGrace(pod, probe), message: probeKillMessage(pod, c, kind)}
 	}
-	if cur.hash == "" || cur.hash == containerHash(c) {
+	if cur.hashNoResources != "" && cur.hashNoResources == containerHashNoResources(c) {
+		return in.resizeAction(c, init, cur)
+	}
+	if cur.hashNoResources == "" && (cur.hash == "" || cur.hash == containerHash(c)) {
 		return nil
 	}
 	a := &containerAction{kind: actionKill, c: c, init: init, cur: cur, kill: killSpecChanged, grace: podGrace(pod)}

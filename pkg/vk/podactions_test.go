@@ -89,6 +89,8 @@ func describe(p podActions) []string {
 			s = "done " + a.c.Name
 		case actionNoTarget:
 			s = fmt.Sprintf("noTarget %s msg=%s", a.c.Name, a.message)
+		case actionResize:
+			s = "resize " + a.c.Name
 		}
 		if a.init {
 			s += " [init]"

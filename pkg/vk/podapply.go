@@ -205,6 +205,8 @@ func (w *podWorker) applyContainer(ctx context.Context, pod *v1.Pod, a container
 		return false, &containerResult{name: c.Name, step: stepBackOff, message: a.message}, nil
 	case actionDone:
 		return false, &containerResult{name: c.Name, step: stepOK}, nil
+	case actionResize:
+		return w.resizeContainer(ctx, pod, a), nil, nil
 	case actionKill:
 		what := "Container"
 		if isSidecar(c) {

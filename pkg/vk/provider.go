@@ -98,6 +98,9 @@ type Provider struct {
 	// runtimeDown: the node's Ready condition is False (the runtime is
 	// unreachable or not ready); its pods are not Ready then (unseen.go).
 	runtimeDown atomic.Bool
+	// allocatable is the node's allocatable resources, which resizes are
+	// checked against (nil: no node object).
+	allocatable atomic.Pointer[v1.ResourceList]
 }
 
 // New makes a provider; Run starts it.
@@ -303,6 +306,10 @@ func (p *Provider) forget(w *podWorker) {
 		delete(p.workers, pod.UID)
 		forgetTokens(p.objects, pod.UID)
 		unregisterObjects(p.objects, pod.UID)
+		// What it held of the node is free: a deferred resize may fit now.
+		for _, o := range p.workers {
+			o.retryDeferredResize()
+		}
 	}
 	if p.byName[key(pod.Namespace, pod.Name)] == pod.UID {
 		delete(p.byName, key(pod.Namespace, pod.Name))

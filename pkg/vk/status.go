@@ -37,6 +37,12 @@ type criContainer struct {
 	imageRef            string
 	logPath             string
 	hash                string
+	// hashNoResources is the hash of its spec without the resources
+	// (resize.go): "" for a container made before vk-cri resized in place.
+	hashNoResources string
+	// resources is what it runs with, as the runtime reports it (nil: not
+	// reported).
+	resources *runtimeapi.LinuxContainerResources
 }
 
 // waiting is why a container is not running when CRI alone cannot tell
@@ -70,6 +76,12 @@ type statusInput struct {
 	// sidecar; instance id) has started and is ready, from its probes
 	// (nil: both once running).
 	probe func(c *v1.Container, id string) (started, ready bool)
+	// allocated is what the node granted the pod's containers (nil: their
+	// spec); resizePending the PodResizePending condition (nil: none);
+	// resizeFailed why the last in-place update failed (resize.go).
+	allocated     allocation
+	resizePending *v1.PodCondition
+	resizeFailed  string
 }
 
 // computeStatus is the pod's status from CRI, as kubelet's
@@ -135,6 +147,7 @@ func computeStatus(in statusInput) v1.PodStatus {
 		finalize(st.EphemeralContainerStatuses)
 	}
 	st.Phase = podPhase(in.pod, st.InitContainerStatuses, st.ContainerStatuses, in.terminated, initDone)
+	st.ObservedGeneration = in.pod.Generation
 	st.Conditions = in.conditions(&st, initDone)
 	return st
 }
@@ -197,6 +210,15 @@ func (in *statusInput) containerStatus(c *v1.Container, init, initDone bool) v1.
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reasonContainerCreating}
 	default:
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reasonContainerStatusUnknown}
+	}
+	if !init || isSidecar(c) {
+		ac := in.allocatedContainer(c)
+		cs.AllocatedResources = ac.Resources.Requests
+		if cs.State.Running != nil {
+			// Never nil for a running container: the API server takes a
+			// missing one for a node that cannot resize.
+			cs.Resources = statusResources(ac, cur.resources)
+		}
 	}
 	if cur != nil {
 		cs.RestartCount = int32(cur.attempt)
@@ -411,12 +433,16 @@ func (in *statusInput) conditions(st *v1.PodStatus, initDone bool) []v1.PodCondi
 	}
 	add(v1.PodReady, ready && gatesOK, reason, msg)
 	add(v1.PodScheduled, true, "", "")
+	if !in.terminated {
+		conds = append(conds, in.resizeConditions()...)
+	}
 
 	// Keep transition times of unchanged conditions; keep others' conditions.
-	mine := map[v1.PodConditionType]bool{}
+	mine := map[v1.PodConditionType]bool{v1.PodResizePending: true, v1.PodResizeInProgress: true}
 	for i := range conds {
 		c := &conds[i]
 		mine[c.Type] = true
+		c.ObservedGeneration = in.pod.Generation
 		c.LastTransitionTime = metav1.NewTime(in.now)
 		for _, o := range in.pod.Status.Conditions {
 			if o.Type == c.Type && o.Status == c.Status {

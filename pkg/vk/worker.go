@@ -54,6 +54,9 @@ type podWorker struct {
 	// rejected is the status of a pod admission refused (admission.go):
 	// nothing of it runs, and this is all it reports.
 	rejected *v1.PodStatus
+	// resize is what the node granted the pod, and how a resize stands
+	// (resize.go).
+	resize resizeState
 
 	wake     chan struct{}
 	finished chan struct{}
@@ -267,6 +270,7 @@ func (w *podWorker) report(obs *observation, terminated bool) {
 	prevPhase := pod.Status.Phase
 	start := w.startTime
 	rejected := w.rejected
+	rs := w.resize
 	w.mu.Unlock()
 	var st v1.PodStatus
 	if rejected != nil {
@@ -276,7 +280,8 @@ func (w *podWorker) report(obs *observation, terminated bool) {
 			pod: pod, runtimeName: w.p.runtimeName, hostIPs: w.p.cfg.NodeIPs,
 			sandbox: obs.sandboxInfo(), containers: obs.containers, waiting: w.waiting,
 			terminated: terminated, startTime: start, now: w.p.clock.Now(),
-			probe: w.probes.state,
+			probe:     w.probes.state,
+			allocated: rs.alloc, resizePending: rs.pending, resizeFailed: rs.failed,
 		})
 	}
 	if w.p.runtimeDown.Load() && !terminated && rejected == nil {
@@ -403,7 +408,7 @@ func (w *podWorker) observe(ctx context.Context) (*observation, error) {
 		cc := &criContainer{
 			id: c.Id, name: name, sandboxID: c.PodSandboxId, attempt: c.GetMetadata().GetAttempt(),
 			state: c.State, createdAt: time.Unix(0, c.CreatedAt), imageRef: c.ImageRef,
-			hash: c.Annotations[annotationContainerHash],
+			hash: c.Annotations[annotationContainerHash], hashNoResources: c.Annotations[annotationContainerHashNoResources],
 		}
 		if len(obs.containers[name]) < keepDead {
 			st, err := w.p.rt.ContainerStatus(ctx, c.Id, false)
@@ -443,6 +448,10 @@ func fillStatus(cc *criContainer, s *runtimeapi.ContainerStatus) {
 	if h := s.Annotations[annotationContainerHash]; h != "" {
 		cc.hash = h
 	}
+	if h := s.Annotations[annotationContainerHashNoResources]; h != "" {
+		cc.hashNoResources = h
+	}
+	cc.resources = s.GetResources().GetLinux()
 }
 
 // terminationFile is the host file a container's terminationMessagePath
@@ -480,6 +489,7 @@ func (w *podWorker) syncPod(ctx context.Context) (obs *observation, acted bool, 
 		return nil, false, err
 	}
 	w.removeDead(ctx, obs)
+	pod = w.allocatedPod(pod, w.lifecycle() == podActive)
 	plan := computePodActions(planInput{
 		pod: pod, obs: obs, state: w.lifecycle(), specChanged: w.specChanged,
 		probes: w.probes, backoff: w.p.backoff,
