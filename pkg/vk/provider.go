@@ -98,9 +98,6 @@ type Provider struct {
 	// runtimeDown: the node's Ready condition is False (the runtime is
 	// unreachable or not ready); its pods are not Ready then (unseen.go).
 	runtimeDown atomic.Bool
-	// allocatable is the node's allocatable resources, which resizes are
-	// checked against (nil: no node object).
-	allocatable atomic.Pointer[v1.ResourceList]
 }
 
 // New makes a provider; Run starts it.

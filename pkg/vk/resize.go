@@ -187,7 +187,7 @@ func (w *podWorker) allocatedRequests() v1.ResourceList {
 // allocation manager: Infeasible when more than the node's allocatable,
 // Deferred when more than what the other pods leave of it. "" when it fits.
 func (p *Provider) fits(pod *v1.Pod, self *podWorker) (reason, msg string) {
-	alloc := p.nodeAllocatable()
+	alloc := allocatableOf(p.objects)
 	if alloc == nil {
 		return "", "" // no node object (a runtime-only provider): nothing to check against
 	}
@@ -285,14 +285,6 @@ func statusResources(c *v1.Container, r *runtimeapi.LinuxContainerResources) *v1
 		set(&out.Requests, v1.ResourceCPU, resource.NewMilliQuantity(r.CpuShares*1000/1024, resource.DecimalSI))
 	}
 	return out
-}
-
-// nodeAllocatable is the node's allocatable resources (nil: unknown).
-func (p *Provider) nodeAllocatable() v1.ResourceList {
-	if r := p.allocatable.Load(); r != nil {
-		return *r
-	}
-	return nil
 }
 
 // resizeContainer updates running container a.cur to a.c's allocated

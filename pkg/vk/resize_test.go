@@ -119,7 +119,7 @@ func TestResizeFits(t *testing.T) {
 	if reason, _ := ask("1", "1Gi"); reason != "" {
 		t.Errorf("no allocatable known: %s, want no check", reason)
 	}
-	p.allocatable.Store(&alloc)
+	p.objects = &richObjects{fakeObjects: &fakeObjects{}, alloc: alloc}
 	for _, tc := range []struct{ cpu, mem, reason, msg string }{
 		{"500m", "500Mi", "", ""},
 		{"3", "2Gi", v1.PodReasonInfeasible, "Node didn't have enough capacity: memory, requested: 2147483648, capacity: 1073741824"},

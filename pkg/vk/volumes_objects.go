@@ -28,8 +28,6 @@ func (o *apiObjects) allocatable() v1.ResourceList {
 // setAllocatable records the node's allocatable resources, for the
 // downward API's defaulted limits and for resizes.
 func (p *Provider) setAllocatable(r v1.ResourceList) {
-	alloc := r.DeepCopy()
-	p.allocatable.Store(&alloc)
 	if o, ok := p.objects.(*apiObjects); ok {
 		r = r.DeepCopy()
 		o.alloc.Store(&r)
