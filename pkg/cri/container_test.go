@@ -302,9 +302,7 @@ func TestUpdateContainerResources(t *testing.T) {
 	// The container's own view of its limits, on cgroup v1 or v2.
 	limits := func() string {
 		t.Helper()
-		script := `if [ -f /sys/fs/cgroup/memory.max ]; then echo "$(cat /sys/fs/cgroup/memory.max) $(cat /sys/fs/cgroup/cpu.max)"; ` +
-			`else echo "$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes) $(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us)"; fi`
-		resp, err := e.rt().ExecSync(e.ctx(), &runtime.ExecSyncRequest{ContainerId: id, Cmd: []string{"sh", "-c", script}, Timeout: 10})
+		resp, err := e.rt().ExecSync(e.ctx(), &runtime.ExecSyncRequest{ContainerId: id, Cmd: []string{"sh", "-c", suite.CgroupLimitsScript}, Timeout: 10})
 		if err != nil || resp.GetExitCode() != 0 {
 			t.Fatalf("read the cgroup limits: %v exit %d %s", err, resp.GetExitCode(), resp.GetStderr())
 		}

@@ -11,15 +11,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // cgroupLimits is what the container sees of its own limits: its memory
 // limit in bytes and its CPU quota and period, on cgroup v1 or v2.
 func cgroupLimits(t *testing.T, p *v1.Pod, container string) string {
 	t.Helper()
-	script := `if [ -f /sys/fs/cgroup/memory.max ]; then echo "$(cat /sys/fs/cgroup/memory.max) $(cat /sys/fs/cgroup/cpu.max)"; ` +
-		`else echo "$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes) $(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us)"; fi`
-	return strings.TrimSpace(execIn(t, p, container, "sh", "-c", script))
+	return strings.TrimSpace(execIn(t, p, container, "sh", "-c", suite.CgroupLimitsScript))
 }
 
 func podCondition(p *v1.Pod, t v1.PodConditionType) *v1.PodCondition {
