@@ -54,7 +54,10 @@ func (s *Server) resync(ctx context.Context) {
 
 // handleEvent applies one engine event to the store.
 func (s *Server) handleEvent(ctx context.Context, ev dockerapi.Event) {
-	if ev.Attributes[sandbox.LabelType] == "" {
+	// A container event carries the container's labels: a pod of another
+	// runtime on the same engine (another state dir) is left alone before
+	// it costs an inspect, which on a slow engine would hold up our own.
+	if ev.Attributes[sandbox.LabelType] == "" || !s.store.Owns(ev.Attributes) {
 		return // not ours
 	}
 	switch ev.Action {

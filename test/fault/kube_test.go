@@ -187,6 +187,25 @@ func (k *kube) listContainers() []*runtime.Container {
 // (which could then never remove it), none is reported that is gone.
 func (k *kube) consistent(when string) {
 	k.t.Helper()
+	for _, d := range k.disagreements() {
+		k.t.Errorf("%s: %s", when, d)
+	}
+}
+
+// consistentWithin is consistent once the runtime has had up to timeout to
+// follow the engine's events: what the engine did last (a request that
+// landed after its caller gave up) reaches the runtime as an event.
+func (k *kube) consistentWithin(when string, timeout time.Duration) {
+	k.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for len(k.disagreements()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	k.consistent(when)
+}
+
+func (k *kube) disagreements() []string {
+	k.t.Helper()
 	eng, err := k.eng.Containers(k.ctx, k.ns)
 	if err != nil {
 		k.t.Fatal(err)
@@ -198,16 +217,18 @@ func (k *kube) consistent(when string) {
 	for _, c := range k.listContainers() {
 		listed[c.GetId()] = true
 	}
+	var out []string
 	for id, name := range eng {
 		if !listed[id] {
-			k.t.Errorf("%s: the engine holds %s (%s), which the runtime does not list", when, name, id[:12])
+			out = append(out, fmt.Sprintf("the engine holds %s (%s), which the runtime does not list", name, id[:12]))
 		}
 	}
 	for id := range listed {
 		if _, ok := eng[id]; !ok {
-			k.t.Errorf("%s: the runtime lists %s, which the engine does not hold", when, id[:12])
+			out = append(out, fmt.Sprintf("the runtime lists %s, which the engine does not hold", id[:12]))
 		}
 	}
+	return out
 }
 
 // expect checks that the engine holds exactly the pods (by sandbox id) and

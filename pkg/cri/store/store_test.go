@@ -182,11 +182,11 @@ func TestOwns(t *testing.T) {
 		"":                                    false,
 		"/var/lib/cri-compose/projects/p1/x/": false,
 	} {
-		if got := s.owns(map[string]string{"com.docker.compose.project.working_dir": wd}); got != want {
-			t.Errorf("owns(%q) = %v", wd, got)
+		if got := s.Owns(map[string]string{"com.docker.compose.project.working_dir": wd}); got != want {
+			t.Errorf("Owns(%q) = %v", wd, got)
 		}
 	}
-	if !New(nil, Options{}).owns(nil) {
+	if !New(nil, Options{}).Owns(nil) {
 		t.Error("a store with no projects dir owns every pod")
 	}
 }

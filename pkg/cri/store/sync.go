@@ -49,7 +49,7 @@ func (s *Store) Refresh(ctx context.Context, id string) error {
 // add parses a container's labels into the metadata of a new entry.
 func (s *Store) add(in container.InspectResponse) error {
 	obj, ours, err := sandbox.ParseLabels(in.Config.Labels)
-	if !ours || !s.owns(in.Config.Labels) {
+	if !ours || !s.Owns(in.Config.Labels) {
 		return nil
 	}
 	if err != nil {
@@ -150,7 +150,7 @@ func (s *Store) Resync(ctx context.Context) (readAll bool, err error) {
 	// Sandboxes first, so containers never point at an unknown pod.
 	var sbs, ctrs []string
 	for _, c := range list {
-		if !s.owns(c.Labels) {
+		if !s.Owns(c.Labels) {
 			delete(ids, c.ID) // another instance's
 			continue
 		}
@@ -200,9 +200,9 @@ func (s *Store) WaitSynced(ctx context.Context) error {
 	}
 }
 
-// owns reports whether the container with labels belongs to this server's
+// Owns reports whether the container with labels belongs to this server's
 // state dir (Options.ProjectsDir).
-func (s *Store) owns(labels map[string]string) bool {
+func (s *Store) Owns(labels map[string]string) bool {
 	if s.opts.ProjectsDir == "" {
 		return true
 	}
