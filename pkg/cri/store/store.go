@@ -12,6 +12,7 @@ package store
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -20,9 +21,8 @@ import (
 	"sync/atomic"
 
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/moby/moby/api/types/container"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 )
 
 // ErrNotFound and ErrUnavailable mark the store's own errors: no such
@@ -128,9 +128,18 @@ type Options struct {
 	BeforeExit func(c Container)
 }
 
+// Engine is what the store reads from the engine: one container, and
+// every container with a label. *dockerapi.Client is the real one, and
+// pkg/dockerapi/dockertest fakes it, so that recovery is unit-tested
+// without Docker. Errors are dockerapi's (dockerapi.IsNotFound says gone).
+type Engine interface {
+	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
+	ContainerList(ctx context.Context, labels ...string) ([]container.Summary, error)
+}
+
 // Store answers every read from memory.
 type Store struct {
-	docker *dockerapi.Client
+	docker Engine
 	opts   Options
 
 	// synced is set once a resync has read every pod and container from
@@ -156,7 +165,7 @@ type Store struct {
 
 // New makes an empty store that reads the engine through d (nil: a store
 // filled by hand, for benchmarks).
-func New(d *dockerapi.Client, o Options) *Store {
+func New(d Engine, o Options) *Store {
 	return &Store{docker: d, opts: o, syncedCh: make(chan struct{}),
 		sandboxes:  table[Sandbox, SandboxStatus]{kind: "pod sandbox", recs: map[string]Sandbox{}},
 		containers: table[Container, ContainerStatus]{kind: "container", recs: map[string]Container{}},

@@ -21,6 +21,8 @@ func (s *Store) lock(id string) func() {
 	return m.Unlock
 }
 
+var _ Engine = (*dockerapi.Client)(nil)
+
 // Refresh re-reads one container from the engine and updates the store: a
 // container new to the store is added (its labels parsed, once), a known
 // one has its status replaced, a gone one is deleted.
