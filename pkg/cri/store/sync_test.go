@@ -39,12 +39,18 @@ func (p *pods) config(name string) *runtime.PodSandboxConfig {
 func (p *pods) sandbox(cfg *runtime.PodSandboxConfig, started bool) string {
 	p.t.Helper()
 	spec, err := sandbox.SandboxSpec(cfg, p.host)
+	return p.create(spec, err, started, 100)
+}
+
+// create makes spec's container on the engine, started with pid if asked.
+func (p *pods) create(spec *sandbox.Spec, err error, started bool, pid int) string {
+	p.t.Helper()
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	id := p.eng.Create(spec.Name, spec.Config, spec.HostConfig)
 	if started {
-		p.eng.Start(id, 100)
+		p.eng.Start(id, pid)
 	}
 	return id
 }
@@ -55,14 +61,7 @@ func (p *pods) container(sbID string, sb *runtime.PodSandboxConfig, name string,
 	spec, err := sandbox.ContainerSpec(sandbox.ContainerInput{SandboxID: sbID, Sandbox: sb, ImageID: "sha256:img", ImageRef: "busybox:latest",
 		Config: &runtime.ContainerConfig{Metadata: &runtime.ContainerMetadata{Name: name}, Image: &runtime.ImageSpec{Image: "busybox"},
 			LogPath: name + "/0.log"}}, p.host)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	id := p.eng.Create(spec.Name, spec.Config, spec.HostConfig)
-	if started {
-		p.eng.Start(id, 200)
-	}
-	return id
+	return p.create(spec, err, started, 200)
 }
 
 func ids[R any](rs []R, id func(R) string) []string {
