@@ -152,12 +152,9 @@ func (r *logRotator) rotateIfFull(ctx context.Context, c *runtimeapi.Container) 
 	return r.rotate(ctx, c.Id, path)
 }
 
-// rotate prunes the rotated files, rotates the live one, then compresses
-// the rotated files before the newest. Pruning comes first, so that the
-// files never exceed MaxFiles; compression comes last, because it is the
-// slow step and the live file keeps growing until it is renamed. The newest
-// rotated file stays uncompressed until the next rotation: a reader
-// following the log may still be draining it.
+// rotate prunes and compresses the rotated files, then rotates the live
+// one. The newest rotated file stays uncompressed until the next rotation:
+// a reader following the log may still be draining it.
 func (r *logRotator) rotate(ctx context.Context, id, path string) error {
 	to := path + "." + r.p.clock.Now().Format(rotatedTimeFormat)
 	for _, f := range []string{to, to + gzSuffix} {
@@ -178,6 +175,13 @@ func (r *logRotator) rotate(ctx context.Context, id, path string) error {
 		}
 		rotated = rotated[1:]
 	}
+	for _, f := range rotated {
+		if !strings.HasSuffix(f, gzSuffix) {
+			if err := compressLog(f); err != nil {
+				return err
+			}
+		}
+	}
 	if err := os.Rename(path, to); err != nil {
 		return fmt.Errorf("rotate log: %w", err)
 	}
@@ -190,13 +194,6 @@ func (r *logRotator) rotate(ctx context.Context, id, path string) error {
 		return fmt.Errorf("reopen log: %w", err)
 	}
 	klog.V(3).InfoS("Rotated container log", "container", id, "log", path, "rotated", to)
-	for _, f := range rotated {
-		if !strings.HasSuffix(f, gzSuffix) {
-			if err := compressLog(f); err != nil {
-				return err
-			}
-		}
-	}
 	return nil
 }
 
