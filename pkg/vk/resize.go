@@ -291,12 +291,16 @@ func statusResources(c *v1.Container, r *runtimeapi.LinuxContainerResources) *v1
 // resources. A failure (a memory limit below what it uses, say) is
 // reported in PodResizeInProgress and tried again; it fails no pass.
 func (w *podWorker) resizeContainer(ctx context.Context, pod *v1.Pod, a containerAction) bool {
-	err := w.p.rt.UpdateContainerResources(ctx, a.cur.id, &runtimeapi.ContainerResources{Linux: linuxResources(a.c)})
-	w.mu.Lock()
-	w.resize.failed = ""
-	if err != nil {
-		w.resize.failed = fmt.Sprintf("updating resources of container %s: %v", a.c.Name, err)
+	want := linuxResources(a.c)
+	failed := w.belowUsage(ctx, a, want.MemoryLimitInBytes)
+	var err error
+	if failed != "" {
+		err = errors.New(failed)
+	} else if err = w.p.rt.UpdateContainerResources(ctx, a.cur.id, &runtimeapi.ContainerResources{Linux: want}); err != nil {
+		failed = fmt.Sprintf("updating resources of container %s: %v", a.c.Name, err)
 	}
+	w.mu.Lock()
+	w.resize.failed = failed
 	w.mu.Unlock()
 	if err != nil {
 		klog.ErrorS(err, "Resizing a container; will retry", "pod", klog.KObj(pod), "container", a.c.Name)
@@ -305,6 +309,29 @@ func (w *podWorker) resizeContainer(ctx context.Context, pod *v1.Pod, a containe
 	}
 	klog.InfoS("Container resized in place", "pod", klog.KObj(pod), "container", a.c.Name, "id", a.cur.id)
 	return true
+}
+
+// belowUsage says why a memory limit decrease of running container a.cur
+// to limit is not made, as kubelet checks before one: the new limit is
+// below what the container uses now. cgroup v1 would refuse such a limit,
+// and v2 would OOM-kill the container. Best effort, as kubelet's: usage
+// read a moment before the update may grow past the limit meanwhile, and
+// a usage that cannot be read lets the runtime try.
+func (w *podWorker) belowUsage(ctx context.Context, a containerAction, limit int64) string {
+	cur := a.cur.resources.GetMemoryLimitInBytes()
+	if limit <= 0 || cur > 0 && limit >= cur {
+		return "" // no limit, or not lowered
+	}
+	st, err := w.p.rt.ContainerStats(ctx, a.cur.id)
+	if err != nil {
+		klog.V(2).InfoS("Reading a container's memory usage before lowering its limit", "container", a.cur.id, "err", err)
+		return ""
+	}
+	used := st.GetMemory().GetWorkingSetBytes().GetValue()
+	if used <= uint64(limit) {
+		return ""
+	}
+	return fmt.Sprintf("attempting to set container %q memory limit (%d) below current usage (%d)", a.c.Name, limit, used)
 }
 
 // allocatedContainer is c with the resources the node granted it.

@@ -1,6 +1,8 @@
 package vk
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"testing"
 
@@ -8,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -130,6 +133,57 @@ func TestResizeFits(t *testing.T) {
 		reason, msg := ask(tc.cpu, tc.mem)
 		if reason != tc.reason || msg != tc.msg {
 			t.Errorf("cpu %s memory %s: %s %q, want %s %q", tc.cpu, tc.mem, reason, msg, tc.reason, tc.msg)
+		}
+	}
+}
+
+// statsRuntime reports a container's memory working set, or fails.
+type statsRuntime struct {
+	internalapi.RuntimeService
+	workingSet uint64
+	fail       error
+	calls      int
+}
+
+func (r *statsRuntime) ContainerStats(context.Context, string) (*runtimeapi.ContainerStats, error) {
+	r.calls++
+	if r.fail != nil {
+		return nil, r.fail
+	}
+	return &runtimeapi.ContainerStats{Memory: &runtimeapi.MemoryUsage{WorkingSetBytes: &runtimeapi.UInt64Value{Value: r.workingSet}}}, nil
+}
+
+// TestBelowUsage: a memory limit is lowered only to above what the
+// container uses; raising it, or no limit, reads no usage.
+func TestBelowUsage(t *testing.T) {
+	const mi = 1 << 20
+	rt := &statsRuntime{workingSet: 50 * mi}
+	w := &podWorker{p: &Provider{rt: &Runtime{RuntimeService: rt}}}
+	a := func(cur int64) containerAction {
+		c := &v1.Container{Name: "app"}
+		return containerAction{c: c, cur: &criContainer{id: "c1", resources: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: cur}}}
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		cur, limit int64
+		fail       error
+		want       string
+		reads      bool
+	}{
+		{"lowered below usage", 128 * mi, 32 * mi, nil, `attempting to set container "app" memory limit (33554432) below current usage (52428800)`, true},
+		{"lowered above usage", 128 * mi, 64 * mi, nil, "", true},
+		{"from no limit to below usage", 0, 32 * mi, nil, `attempting to set container "app" memory limit (33554432) below current usage (52428800)`, true},
+		{"raised", 64 * mi, 128 * mi, nil, "", false},
+		{"limit removed", 64 * mi, 0, nil, "", false},
+		{"usage unreadable", 128 * mi, 32 * mi, errors.New("no stats"), "", true},
+	} {
+		rt.calls, rt.fail = 0, tc.fail
+		if got := w.belowUsage(ctx, a(tc.cur), tc.limit); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+		if read := rt.calls > 0; read != tc.reads {
+			t.Errorf("%s: usage read %v, want %v", tc.name, read, tc.reads)
 		}
 	}
 }

@@ -165,3 +165,68 @@ func TestInPlaceResize(t *testing.T) {
 		t.Errorf("app's cgroup after the deferred resize: %q, want %q", got, want)
 	}
 }
+
+// TestResizeBelowUsage: a memory limit lowered below what the container
+// uses is not applied, as kubelet guards it (cgroup v1 would refuse it,
+// v2 would OOM-kill the container): PodResizeInProgress says Error with
+// the usage, the cgroup keeps its limit and the container runs on. Once it
+// uses less, a retry lowers the limit.
+func TestResizeBelowUsage(t *testing.T) {
+	need(t)
+	t.Parallel()
+	ns := namespace(t)
+	zero := int64(0)
+	// 48 MiB in the pod's shared memory are charged to the container that
+	// wrote them, and a kernel without swap cannot reclaim them.
+	app := busybox("app", "dd if=/dev/zero of=/dev/shm/fill bs=1M count=48 && touch /tmp/filled && exec sleep 12345")
+	app.Resources = resources("100m", "64Mi", "200m", "128Mi")
+	pod := createPod(t, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "full", Namespace: ns},
+		Spec: v1.PodSpec{TerminationGracePeriodSeconds: &zero, AutomountServiceAccountToken: new(bool),
+			Containers: []v1.Container{app}},
+	})
+	p := waitRunning(t, ns, pod.Name)
+	waitFor(t, "the shared memory filled", time.Minute, func() (bool, string) {
+		out := execIn(t, p, "app", "sh", "-c", "test -e /tmp/filled && echo yes || echo no")
+		return strings.TrimSpace(out) == "yes", out
+	})
+	id := containerStatus(p, "app").ContainerID
+
+	ctx := context.Background()
+	patch := `{"spec":{"containers":[{"name":"app","resources":{"requests":{"memory":"32Mi"},"limits":{"memory":"32Mi"}}}]}}`
+	if _, err := client.CoreV1().Pods(ns).Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "resize"); err != nil {
+		t.Fatalf("patch the resize subresource: %v", err)
+	}
+	var cond *v1.PodCondition
+	waitFor(t, "PodResizeInProgress with the error", time.Minute, func() (bool, string) {
+		p = getPod(t, ns, pod.Name)
+		cond = podCondition(p, v1.PodResizeInProgress)
+		return cond != nil && cond.Reason == v1.PodReasonError, fmt.Sprintf("%s; in progress %+v", podSummary(p), cond)
+	})
+	want := fmt.Sprintf(`attempting to set container "app" memory limit (%d) below current usage (`, 32<<20)
+	if !strings.HasPrefix(cond.Message, want) || cond.Status != v1.ConditionTrue {
+		t.Errorf("PodResizeInProgress %+v: want True with a message starting %q", cond, want)
+	}
+	if got, want := cgroupLimits(t, p, "app"), fmt.Sprintf("%d 20000 100000", 128<<20); got != want {
+		t.Errorf("app's cgroup with the resize refused: %q, want %q unchanged", got, want)
+	}
+	if a := containerStatus(p, "app"); a.ContainerID != id || a.RestartCount != 0 || a.State.Running == nil ||
+		a.Resources.Limits.Memory().Cmp(resource.MustParse("128Mi")) != 0 {
+		t.Errorf("app with the resize refused: %s restarts %d running %v limits %v, want %s running on at 128Mi",
+			a.ContainerID, a.RestartCount, a.State.Running != nil, a.Resources.Limits, id)
+	}
+
+	execIn(t, p, "app", "rm", "/dev/shm/fill")
+	waitFor(t, "the limit lowered once the memory is freed", time.Minute, func() (bool, string) {
+		p = getPod(t, ns, pod.Name)
+		a := containerStatus(p, "app")
+		return a.Resources.Limits.Memory().Cmp(resource.MustParse("32Mi")) == 0 && podCondition(p, v1.PodResizeInProgress) == nil,
+			fmt.Sprintf("%s; app %v; in progress %+v", podSummary(p), a.Resources, podCondition(p, v1.PodResizeInProgress))
+	})
+	if got, want := cgroupLimits(t, p, "app"), fmt.Sprintf("%d 20000 100000", 32<<20); got != want {
+		t.Errorf("app's cgroup after the retry: %q, want %q", got, want)
+	}
+	if a := containerStatus(p, "app"); a.ContainerID != id || a.RestartCount != 0 {
+		t.Errorf("app after the retry: %s restarts %d, want %s not restarted", a.ContainerID, a.RestartCount, id)
+	}
+}
