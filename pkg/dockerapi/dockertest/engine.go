@@ -157,7 +157,7 @@ func (e *Engine) ContainerInspect(_ context.Context, id string) (container.Inspe
 	c, ok := e.containers[id]
 	if !ok {
 		return container.InspectResponse{}, &dockerapi.Error{Kind: dockerapi.KindNotFound, Op: OpInspect, Ref: id,
-			Err: fmt.Errorf("No such container: %s", id)}
+			Err: fmt.Errorf("no such container: %s", id)}
 	}
 	return c, nil
 }
