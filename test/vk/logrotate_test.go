@@ -22,6 +22,7 @@ import (
 
 // The shared vk-cri rotates at these (main_test.go passes them as flags).
 const (
+	rotateMaxSize  = 1 << 20
 	rotateMaxFiles = 3
 )
 
@@ -30,8 +31,7 @@ const (
 // rotations (rename, gzip, ReopenContainerLog at full speed); the files
 // on disk never exceed --container-log-max-files, the oldest are removed
 // and all but the newest rotated one compressed, what is kept holds every
-// line from its oldest on, once and in order, ending at the last one, and
-// `logs --tail` reads the live file's end.
+// line from its oldest on, once and in order, ending at the last one.
 func TestLogRotation(t *testing.T) {
 	need(t)
 	t.Parallel()
@@ -41,23 +41,22 @@ func TestLogRotation(t *testing.T) {
 	pod := createPod(t, &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "chatty", Namespace: ns},
 		Spec: v1.PodSpec{TerminationGracePeriodSeconds: &zero, AutomountServiceAccountToken: new(bool),
-			Containers: []v1.Container{busybox("c", fmt.Sprintf(`sleep 2; i=0; while [ $i -lt %d ]; do i=$((i+1)); echo "line $i"; done; sleep 3600`, last))}},
+			Containers: []v1.Container{busybox("c", fmt.Sprintf(`sleep 2; i=0; while [ $i -lt %d ]; do i=$((i+1)); echo "line $i"; done; touch /tmp/written; exec sleep 3600`, last))}},
 	})
 	waitFor(t, "pod chatty Running", time.Minute, func() (bool, string) {
 		p := getPod(t, ns, "chatty")
 		return p.Status.Phase == v1.PodRunning, podSummary(p)
 	})
 
-	// Until the writer is done (the live log ends at the last line), the
-	// files on disk are looked at every 200 ms. `logs -f` is not followed
-	// here: kubelet's reader (cri-client's ReadLogs, which vk-cri uses)
-	// loses its place when it falls two rotations behind a writer this fast,
-	// showing the live file again or stopping (docs/operations.md).
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	one := int64(1)
+	// Until the writer is done, the files on disk are looked at every
+	// 200 ms. `logs -f` is not followed here: kubelet's reader (cri-client's
+	// ReadLogs, which vk-cri uses) loses its place when it falls two
+	// rotations behind a writer this fast, showing the live file again or
+	// stopping (docs/operations.md).
+	p := getPod(t, ns, "chatty")
 	dir := filepath.Join(runDir, "vk-state", "logs", ns+"_chatty_"+string(pod.UID), "c")
 	rotations := map[string]bool{}
+	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		names := keptLogs(t, dir)
 		if len(names) > rotateMaxFiles {
@@ -66,32 +65,34 @@ func TestLogRotation(t *testing.T) {
 		for _, n := range names {
 			rotations[strings.TrimSuffix(n, ".gz")] = true
 		}
-		b, err := client.CoreV1().Pods(ns).GetLogs("chatty", &v1.PodLogOptions{Container: "c", TailLines: &one}).DoRaw(ctx)
-		if err != nil {
-			t.Fatalf("logs --tail=1: %v", err)
-		}
-		if strings.TrimSpace(string(b)) == fmt.Sprintf("line %d", last) {
+		if out, err := tryExec(p, "c", "ls", "/tmp/written"); err == nil && strings.TrimSpace(out) == "/tmp/written" {
 			break
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the writer not done after 5 minutes: last line %q\nvk-cri log:\n%s", b, tail(vkLog, 20))
-		case <-time.After(200 * time.Millisecond):
+		if time.Now().After(deadline) {
+			t.Fatalf("the writer not done after 5 minutes\nvk-cri log:\n%s", tail(vkLog, 20))
 		}
+		time.Sleep(200 * time.Millisecond) // the pace of the looks, not a wait for an outcome
 	}
 	if len(rotations) < 4 { // the live log and at least three rotated ones
 		t.Fatalf("log files seen %v: fewer than three rotations", slices.Sorted(maps.Keys(rotations)))
 	}
 
 	// The writer is done; a round may still rotate its log, so the kept
-	// files are read once two listings agree.
+	// files are read once none will be rotated again (the live one is
+	// under the size), no compression is under way (it removes the file it
+	// compressed when done), two listings agree, and the runtime's log pump,
+	// which may trail the writer, has written the last line.
 	var kept []string
 	var size int64
 	waitFor(t, "the kept log files stable", 30*time.Second, func() (bool, string) {
 		names := keptLogs(t, dir)
 		same := slices.Equal(names, kept)
 		kept = names
-		return same && len(names) > 0, fmt.Sprint(names)
+		tmp, _ := filepath.Glob(filepath.Join(dir, "*.tmp"))
+		live, err := os.Stat(filepath.Join(dir, "0.log"))
+		end := lastLine(dir, names)
+		return same && len(tmp) == 0 && err == nil && live.Size() < rotateMaxSize && end == fmt.Sprintf("line %d", last),
+			fmt.Sprint(names, tmp, err, end)
 	})
 	var text bytes.Buffer
 	for _, n := range kept {
@@ -132,6 +133,29 @@ func TestLogRotation(t *testing.T) {
 	}
 	written := int64(last) * int64(len("2026-12-02T00:00:00.000000000Z stdout F line 400000\n"))
 	t.Logf("%d rotations seen; %d bytes kept in %v of about %d written", len(rotations)-1, size, kept, written)
+}
+
+// lastLine is the text of the last record of the newest of names (oldest
+// first, the live one last) that holds one: right after a rotation the
+// live file is empty, and the newest rotated one is never compressed.
+func lastLine(dir string, names []string) string {
+	for i := len(names) - 1; i >= max(len(names)-2, 0); i-- {
+		if strings.HasSuffix(names[i], ".gz") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, names[i]))
+		if err != nil {
+			return ""
+		}
+		text, err := criText(bytes.NewReader(b))
+		if err != nil {
+			return ""
+		}
+		if s := strings.TrimSpace(string(text)); s != "" {
+			return s[strings.LastIndex(s, "\n")+1:]
+		}
+	}
+	return ""
 }
 
 // keptLogs are the container's log files, oldest first and the live one
@@ -197,4 +221,68 @@ func criText(r io.Reader) ([]byte, error) {
 		out.WriteString(f[3] + "\n")
 	}
 	return out.Bytes(), sc.Err()
+}
+
+// TestLogsPreviousAfterRotation: `logs --previous` of a container whose
+// log was rotated before it exited reads that run's live file, as
+// kubelet's: it ends with the run's last line and holds nothing of the
+// next run, and its start was rotated away (not the run's first line).
+func TestLogsPreviousAfterRotation(t *testing.T) {
+	need(t)
+	t.Parallel()
+	ns := namespace(t)
+	zero := int64(0)
+	// The first run writes 30000 numbered lines (over 1 MiB with their CRI
+	// prefix: one rotation at least), waits for the test, writes 100 more,
+	// says it ends and fails; the next run says it is the next.
+	script := `if [ -e /tmp/ran ]; then echo "next run"; exec sleep 12345; fi
+i=0; while [ $i -lt 30000 ]; do i=$((i+1)); echo "line $i"; done
+while [ ! -e /tmp/go ]; do sleep 0.2; done
+while [ $i -lt 30100 ]; do i=$((i+1)); echo "line $i"; done
+touch /tmp/ran; echo "end of the first run"; exit 1`
+	c := busybox("c", script)
+	// /tmp survives the restart only on a volume: an emptyDir.
+	c.VolumeMounts = []v1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}
+	pod := createPod(t, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "twice", Namespace: ns},
+		Spec: v1.PodSpec{TerminationGracePeriodSeconds: &zero, AutomountServiceAccountToken: new(bool),
+			Volumes:    []v1.Volume{{Name: "tmp", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}},
+			Containers: []v1.Container{c}},
+	})
+	p := waitRunning(t, ns, pod.Name)
+	dir := filepath.Join(runDir, "vk-state", "logs", ns+"_twice_"+string(pod.UID), "c")
+	waitFor(t, "the first run's log rotated", time.Minute, func() (bool, string) {
+		names := keptLogs(t, dir)
+		return len(names) > 1, fmt.Sprint(names)
+	})
+	execIn(t, p, "c", "touch", "/tmp/go")
+	waitFor(t, "the container restarted", time.Minute, func() (bool, string) {
+		p = getPod(t, ns, pod.Name)
+		cs := containerStatus(p, "c")
+		return cs.RestartCount == 1 && cs.State.Running != nil, podSummary(p)
+	})
+	// The runtime's log pump may still be writing the first run's last
+	// lines (it trails the container, up to a bound, at its exit).
+	ctx := context.Background()
+	var prev []byte
+	var lines []string
+	waitFor(t, "logs --previous up to the first run's last line", 30*time.Second, func() (bool, string) {
+		var err error
+		prev, err = client.CoreV1().Pods(ns).GetLogs(pod.Name, &v1.PodLogOptions{Container: "c", Previous: true}).DoRaw(ctx)
+		lines = strings.Split(strings.TrimSpace(string(prev)), "\n")
+		return err == nil && lines[len(lines)-1] == "end of the first run", fmt.Sprintf("%v, last line %q", err, lines[len(lines)-1])
+	})
+	if lines[0] == "line 1" {
+		t.Errorf("logs --previous starts at line 1: the first run's rotated part is in it")
+	}
+	if err := checkLines(strings.NewReader(strings.Join(lines[:len(lines)-1], "\n")+"\n"), 30100, "logs --previous"); err != nil {
+		t.Error(err)
+	}
+	if strings.Contains(string(prev), "next run") {
+		t.Error("logs --previous holds the next run's output")
+	}
+	waitFor(t, "logs of the current run", 30*time.Second, func() (bool, string) {
+		cur, err := client.CoreV1().Pods(ns).GetLogs(pod.Name, &v1.PodLogOptions{Container: "c"}).DoRaw(ctx)
+		return err == nil && strings.TrimSpace(string(cur)) == "next run", fmt.Sprintf("%q %v", cur, err)
+	})
 }
