@@ -64,6 +64,16 @@ func (p *pods) container(sbID string, sb *runtime.PodSandboxConfig, name string,
 	return p.create(spec, err, started, 200)
 }
 
+// filledStore is a store of p's state dir on p's engine, filled from it.
+func (p *pods) filledStore(ctx context.Context) *store.Store {
+	p.t.Helper()
+	s := store.New(p.eng, store.Options{ProjectsDir: p.host.ProjectDir("")})
+	if _, err := s.Resync(ctx); err != nil {
+		p.t.Fatal(err)
+	}
+	return s
+}
+
 func ids[R any](rs []R, id func(R) string) []string {
 	var out []string
 	for _, r := range rs {
@@ -90,8 +100,7 @@ func sorted(ids ...string) []string { return slices.Sorted(slices.Values(ids)) }
 func TestResync(t *testing.T) {
 	ctx := context.Background()
 	eng := dockertest.New()
-	dir := t.TempDir()
-	ours, theirs := newPods(t, eng, dir), newPods(t, eng, t.TempDir())
+	ours, theirs := newPods(t, eng, t.TempDir()), newPods(t, eng, t.TempDir())
 	web := ours.config("web")
 	sbWeb := ours.sandbox(web, true)
 	app := ours.container(sbWeb, web, "app", true)
@@ -103,7 +112,7 @@ func TestResync(t *testing.T) {
 	theirs.container(sbOther, other, "app", true)
 
 	var changes []string
-	s := store.New(eng, store.Options{ProjectsDir: filepath.Join(dir, "projects"),
+	s := store.New(eng, store.Options{ProjectsDir: ours.host.ProjectDir(""),
 		OnContainer: func(old, cur *store.Container) {
 			if old == nil {
 				changes = append(changes, "add "+cur.ID)
@@ -173,15 +182,11 @@ func TestResync(t *testing.T) {
 func TestResyncPartial(t *testing.T) {
 	ctx := context.Background()
 	eng := dockertest.New()
-	dir := t.TempDir()
-	p := newPods(t, eng, dir)
+	p := newPods(t, eng, t.TempDir())
 	web := p.config("web")
 	sb := p.sandbox(web, true)
 	app := p.container(sb, web, "app", true)
-	s := store.New(eng, store.Options{ProjectsDir: filepath.Join(dir, "projects")})
-	if _, err := s.Resync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := p.filledStore(ctx)
 	side := p.container(sb, web, "side", true)
 
 	eng.Fail(dockertest.OpList, "", dockertest.ErrUnavailable)
@@ -217,15 +222,11 @@ func TestResyncPartial(t *testing.T) {
 func TestRefreshOOM(t *testing.T) {
 	ctx := context.Background()
 	eng := dockertest.New()
-	dir := t.TempDir()
-	p := newPods(t, eng, dir)
+	p := newPods(t, eng, t.TempDir())
 	web := p.config("web")
 	sb := p.sandbox(web, true)
 	a, b := p.container(sb, web, "a", true), p.container(sb, web, "b", true)
-	s := store.New(eng, store.Options{ProjectsDir: filepath.Join(dir, "projects")})
-	if _, err := s.Resync(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := p.filledStore(ctx)
 	s.NoteOOM(a)
 	s.NoteOOM("unknown")
 	if s.OOMEvents("unknown") != 0 {

@@ -35,7 +35,6 @@ type Engine struct {
 	containers map[string]container.InspectResponse
 	fail       map[string]map[string]error // op → id ("" for any) → error
 	calls      []Call
-	clock      func() time.Time
 }
 
 // Call is one request the engine answered (or failed).
@@ -45,7 +44,7 @@ type Call struct {
 
 // New returns an engine that holds no container.
 func New() *Engine {
-	return &Engine{containers: map[string]container.InspectResponse{}, fail: map[string]map[string]error{}, clock: time.Now}
+	return &Engine{containers: map[string]container.InspectResponse{}, fail: map[string]map[string]error{}}
 }
 
 // Create adds a container in state "created", as ContainerCreate would,
@@ -60,7 +59,7 @@ func (e *Engine) Create(name string, cfg *container.Config, hc *container.HostCo
 		cfg = &container.Config{}
 	}
 	e.containers[id] = container.InspectResponse{
-		ID: id, Name: "/" + name, Created: e.clock().UTC().Format(time.RFC3339Nano), Image: "sha256:" + id,
+		ID: id, Name: "/" + name, Created: time.Now().UTC().Format(time.RFC3339Nano), Image: "sha256:" + id,
 		Config: cfg, HostConfig: hc,
 		State: &container.State{Status: container.StateCreated},
 	}
@@ -71,7 +70,7 @@ func (e *Engine) Create(name string, cfg *container.Config, hc *container.HostCo
 func (e *Engine) Start(id string, pid int) {
 	e.update(id, func(st *container.State) {
 		st.Status, st.Running, st.Pid = container.StateRunning, true, pid
-		st.StartedAt = e.clock().UTC().Format(time.RFC3339Nano)
+		st.StartedAt = time.Now().UTC().Format(time.RFC3339Nano)
 	})
 }
 
@@ -79,7 +78,7 @@ func (e *Engine) Start(id string, pid int) {
 func (e *Engine) Exit(id string, code int, oom bool) {
 	e.update(id, func(st *container.State) {
 		st.Status, st.Running, st.Pid, st.ExitCode, st.OOMKilled = container.StateExited, false, 0, code, oom
-		st.FinishedAt = e.clock().UTC().Format(time.RFC3339Nano)
+		st.FinishedAt = time.Now().UTC().Format(time.RFC3339Nano)
 	})
 }
 
