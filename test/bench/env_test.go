@@ -205,22 +205,6 @@ func removeAll(ctx context.Context, d *dockerapi.Client, ids []string) {
 	wg.Wait()
 }
 
-// runAlive reports whether the run id belongs to a live bench process.
-func runAlive(id string) bool {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "ccbench-"+id+"-*"))
-	for _, dir := range dirs {
-		b, err := os.ReadFile(filepath.Join(dir, "pid"))
-		if err != nil {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err == nil && pidAlive(pid) {
-			return true
-		}
-	}
-	return false
-}
-
 // sweepStaleRuns removes what runs that died before their cleanup (killed,
 // timed out) left: their containers, networks and folders.
 func sweepStaleRuns(d *dockerapi.Client) {
@@ -239,7 +223,7 @@ func sweepStaleRuns(d *dockerapi.Client) {
 		}
 		isDead, seen := dead[id]
 		if !seen {
-			isDead = !runAlive(id)
+			isDead = !benchRun.Alive(id)
 			dead[id] = isDead
 		}
 		if isDead {
@@ -253,18 +237,12 @@ func sweepStaleRuns(d *dockerapi.Client) {
 	// Networks: through the CLI, the engine client lists none.
 	if out, err := exec.CommandContext(ctx, "docker", "network", "ls", "--format", "{{.Name}}", "--filter", "name=ccb-").Output(); err == nil {
 		for _, name := range strings.Fields(string(out)) {
-			if id, ok := strings.CutPrefix(name, "ccb-"); ok && id != runID && !runAlive(id) {
+			if id, ok := strings.CutPrefix(name, "ccb-"); ok && !benchRun.Alive(id) {
 				_ = d.NetworkRemove(ctx, name)
 			}
 		}
 	}
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "ccbench-*"))
-	for _, dir := range dirs {
-		id, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(dir), "ccbench-"), "-")
-		if id != runID && !runAlive(id) {
-			_ = os.RemoveAll(dir)
-		}
-	}
+	benchRun.SweepDirs()
 }
 
 // machineInfo describes the machine and the software measured.

@@ -24,10 +24,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -107,32 +105,17 @@ func levels() ([]int, error) {
 	return out, nil
 }
 
-// The run: its id names everything it creates; runDir holds its pid, so a
-// later run can tell a live run's objects from a dead one's.
+// The run: its id names everything it creates; its folder holds its pid,
+// so a later run can tell a live run's objects from a dead one's.
 var (
-	runID  string
-	runDir string
-
-	cleanupMu sync.Mutex
-	cleanups  []func() // run at the end, last first, even on interrupt
+	benchRun *suite.Run
+	runID    string
+	runDir   string
 )
 
-// atExit registers f to run when the run ends (normally or by a signal).
-func atExit(f func()) {
-	cleanupMu.Lock()
-	cleanups = append(cleanups, f)
-	cleanupMu.Unlock()
-}
-
-func runCleanups() {
-	cleanupMu.Lock()
-	fs := cleanups
-	cleanups = nil
-	cleanupMu.Unlock()
-	for i := len(fs) - 1; i >= 0; i-- {
-		fs[i]()
-	}
-}
+// atExit registers f to run when the run ends (normally or by a signal),
+// last first.
+func atExit(f func()) { benchRun.Defer(f) }
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -146,17 +129,12 @@ func TestMain(m *testing.M) {
 	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
 		os.Exit(m.Run()) // `go test ./...`: no benchmark, nothing to set up
 	}
-	runID = suite.RunID()
 	var err error
-	if runDir, err = os.MkdirTemp("", "ccbench-"+runID+"-"); err != nil {
+	if benchRun, err = suite.NewRun("ccbench"); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
-	if err := os.WriteFile(filepath.Join(runDir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
-	atExit(func() { os.RemoveAll(runDir) })
+	runID, runDir = benchRun.ID, benchRun.Dir
 
 	// Ctrl-C, SIGTERM: remove what the run made, then leave.
 	sig := make(chan os.Signal, 1)
@@ -164,13 +142,13 @@ func TestMain(m *testing.M) {
 	go func() {
 		s := <-sig
 		fmt.Fprintf(os.Stderr, "\n[bench] %v: removing what this run created\n", s)
-		runCleanups()
+		benchRun.Cleanup()
 		os.Exit(2)
 	}()
 
 	start := time.Now()
 	code := suite.Main(m)
-	runCleanups()
+	benchRun.Cleanup()
 	printSummary(time.Since(start), code != 0)
 	os.Exit(code)
 }

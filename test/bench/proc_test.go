@@ -110,10 +110,6 @@ func pidOf(comm string) int {
 	return best
 }
 
-func pidAlive(pid int) bool {
-	return pid > 0 && syscall.Kill(pid, 0) == nil
-}
-
 // cpuMeter measures the CPU that some processes use over a span of time.
 type cpuMeter struct {
 	names []string

@@ -10,10 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,9 +47,9 @@ var (
 	regImage    string
 	mirrorImage string
 
-	// setupSkip or setupErr make every test skip (fail in CI) or fail.
-	setupSkip string
-	setupErr  error
+	// prepared says whether the set-up succeeded: every test skips (fails
+	// in CI) or fails when it did not.
+	prepared *suite.Setup
 )
 
 func TestMain(m *testing.M) {
@@ -62,7 +60,7 @@ func TestMain(m *testing.M) {
 func runMain(m *testing.M) int {
 	start := time.Now()
 	cleanup := setup()
-	if setupErr == nil && setupSkip == "" {
+	if prepared.Ready() {
 		fmt.Fprintf(os.Stderr, "e2e: run %s ready in %v (engine %s, registry %s)\n",
 			runID, time.Since(start).Round(time.Millisecond), engine.Host(), reg.Host)
 	}
@@ -74,53 +72,24 @@ func runMain(m *testing.M) int {
 // need makes t skip or fail when TestMain could not prepare the run.
 func need(t *testing.T) {
 	t.Helper()
-	if setupErr != nil {
-		t.Fatalf("e2e setup: %v", setupErr)
-	}
-	if setupSkip != "" {
-		images.SkipOrFail(t, "%s", setupSkip)
-	}
+	prepared.Need(t)
 }
 
-// setup fills the globals and returns what undoes it. It sets setupSkip for
-// what a developer's machine may lack (the engine, busybox) and setupErr for
-// everything else.
+// setup fills the globals and returns what undoes it. It sets
+// prepared.Skip for what a developer's machine may lack (the engine,
+// busybox) and prepared.Err for everything else.
 func setup() (cleanup func()) {
-	var undo []func()
-	cleanup = func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-	}
-	fail := func(err error) func() { setupErr = err; return cleanup }
-
-	runID = suite.RunID()
-	var err error
-	if repoRoot, err = suite.RepoRoot(); err != nil {
-		return fail(err)
-	}
-	if engine, setupSkip, err = images.Connect(); err != nil {
-		return fail(err)
-	}
-	undo = append(undo, func() { engine.Close() })
-	if setupSkip != "" {
+	// The run's folder names the run and holds its pid: sweepStaleRuns
+	// tells live runs from dead ones by it.
+	prepared = suite.NewSetup("cce2e")
+	cleanup = prepared.Cleanup
+	fail := func(err error) func() { prepared.Fail(err); return cleanup }
+	runID, runDir, repoRoot, engine = prepared.ID, prepared.Dir, prepared.Repo, prepared.Engine
+	if !prepared.Ready() {
 		return cleanup
 	}
-
-	// runDir names the run and holds its pid: sweepStaleRuns tells live
-	// runs from dead ones by it.
-	if runDir, err = os.MkdirTemp("", "cce2e-"+runID+"-"); err != nil {
-		return fail(err)
-	}
-	if err := os.WriteFile(filepath.Join(runDir, "pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		return fail(err)
-	}
-	sweepStaleRuns()
-	undo = append(undo, func() {
-		if err := os.RemoveAll(runDir); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e: cleanup: %v\n", err)
-		}
-	})
+	var err error
+	sweepStaleRuns(prepared.Run)
 
 	// The busybox image: loaded into the engine for tests that need no
 	// pull, pushed to the registry for those that pull.
@@ -128,7 +97,7 @@ func setup() (cleanup func()) {
 	var archive bytes.Buffer
 	if _, err := images.BusyboxArchive(&archive, localImage); err != nil {
 		if errors.Is(err, images.ErrNoBusybox) {
-			setupSkip = err.Error()
+			prepared.Skip = err.Error()
 			return cleanup
 		}
 		return fail(err)
@@ -165,14 +134,14 @@ func setup() (cleanup func()) {
 		wg.Wait()
 		return fail(fmt.Errorf("load %s: %w", localImage, err))
 	}
-	undo = append(undo, func() { removeImage(localImage) })
+	prepared.Defer(func() { removeImage(localImage) })
 	if reg, err = registry.Start(func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "e2e: test "+format+"\n", args...)
 	}); err != nil {
 		wg.Wait()
 		return fail(fmt.Errorf("test registry: %w", err))
 	}
-	undo = append(undo, reg.Close)
+	prepared.Defer(reg.Close)
 	const mirrorRegistry = "registry.k8s.io"
 	regPath := "e2e-" + runID + "/busybox:1.0"
 	mirrorPath := "e2e-" + runID + "/mirrored/busybox:1.0"
@@ -183,7 +152,7 @@ func setup() (cleanup func()) {
 		return fail(err)
 	}
 	// crictl pulls them into the engine: remove what it may have left.
-	undo = append(undo, func() {
+	prepared.Defer(func() {
 		removeImage(regImage)
 		removeImage(mirrorImage)
 		removeImage(reg.Host + "/" + mirrorPath)
@@ -239,9 +208,8 @@ var e2eNamespace = regexp.MustCompile(`^e2e-([0-9a-f]{8})-[a-z]+$`)
 
 // sweepStaleRuns removes what earlier runs that died before their cleanup
 // (killed, timed out) left behind: their pods' containers, which would run
-// forever, their networks, images and temp dirs. A run is alive while the
-// process in its runDir's pid file is.
-func sweepStaleRuns() {
+// forever, their networks, images and temp dirs.
+func sweepStaleRuns(run *suite.Run) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ctrs, err := engine.ContainerList(ctx, "io.kubernetes.pod.namespace")
@@ -250,9 +218,12 @@ func sweepStaleRuns() {
 		return
 	}
 	stale := map[string]bool{}
+	for _, id := range run.SweepDirs() {
+		stale[id] = true
+	}
 	for _, c := range ctrs {
 		m := e2eNamespace.FindStringSubmatch(c.Labels["io.kubernetes.pod.namespace"])
-		if m == nil || m[1] == runID || runAlive(m[1]) {
+		if m == nil || run.Alive(m[1]) {
 			continue
 		}
 		stale[m[1]] = true
@@ -260,50 +231,23 @@ func sweepStaleRuns() {
 			fmt.Fprintf(os.Stderr, "e2e: sweep: remove container %s: %v\n", c.ID[:12], err)
 		}
 	}
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "cce2e-*-*"))
-	for _, d := range dirs {
-		run, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), "cce2e-"), "-")
-		if run != runID && !runAlive(run) {
-			stale[run] = true
-			_ = os.RemoveAll(d)
-		}
-	}
-	for run := range stale {
-		fmt.Fprintf(os.Stderr, "e2e: removed what the dead run %s left behind\n", run)
+	for id := range stale {
+		fmt.Fprintf(os.Stderr, "e2e: removed what the dead run %s left behind\n", id)
 		for _, n := range daemonNames {
-			if err := engine.NetworkRemove(ctx, "cce2e-"+run+"-"+n); err != nil && !dockerapi.IsNotFound(err) {
+			if err := engine.NetworkRemove(ctx, "cce2e-"+id+"-"+n); err != nil && !dockerapi.IsNotFound(err) {
 				fmt.Fprintf(os.Stderr, "e2e: sweep: remove network: %v\n", err)
 			}
 		}
-		removeImage("localhost/cri-compose/e2e-busybox:" + run)
-		for _, pattern := range []string{"*/e2e-" + run + "/busybox", "*/e2e-" + run + "/mirrored/busybox"} {
+		removeImage("localhost/cri-compose/e2e-busybox:" + id)
+		for _, pattern := range []string{"*/e2e-" + id + "/busybox", "*/e2e-" + id + "/mirrored/busybox"} {
 			imgs, _ := engine.ImageList(ctx, pattern)
 			for _, img := range imgs {
 				for _, tag := range img.RepoTags {
-					if strings.Contains(tag, "/e2e-"+run+"/") {
+					if strings.Contains(tag, "/e2e-"+id+"/") {
 						removeImage(tag)
 					}
 				}
 			}
 		}
 	}
-}
-
-// runAlive tells whether the run with that id still runs.
-func runAlive(run string) bool {
-	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "cce2e-"+run+"-*"))
-	for _, d := range dirs {
-		b, err := os.ReadFile(filepath.Join(d, "pid"))
-		if err != nil {
-			// Just made, pid not written yet: alive.
-			if fi, err := os.Stat(d); err == nil && time.Since(fi.ModTime()) < time.Minute {
-				return true
-			}
-			continue
-		}
-		if pid, err := strconv.Atoi(string(b)); err == nil && pid > 0 && syscall.Kill(pid, 0) == nil {
-			return true
-		}
-	}
-	return false
 }

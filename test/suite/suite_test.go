@@ -2,8 +2,12 @@ package suite_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -112,5 +116,72 @@ func TestServer(t *testing.T) {
 	}
 	if ok, why := suite.Ready(s.RT); !ok {
 		t.Errorf("after Restart: %s", why)
+	}
+}
+
+// TestRun: the run's folder holds its pid and goes last at Cleanup, after
+// the steps deferred later; a folder of a run whose process is gone is
+// swept and its id returned, a live one's is kept; Keep leaves the folder.
+func TestRun(t *testing.T) {
+	prefix := "ccsuite" + suite.RunID()
+	r, err := suite.NewRun(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Cleanup)
+	if b, err := os.ReadFile(filepath.Join(r.Dir, "pid")); err != nil || string(b) != strconv.Itoa(os.Getpid()) {
+		t.Fatalf("pid file: %q, %v", b, err)
+	}
+
+	// A dead run: its pid is that of a process that has ended.
+	sh := exec.Command("/bin/true")
+	if err := sh.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadDir := filepath.Join(os.TempDir(), prefix+"-dead0001-x")
+	if err := os.MkdirAll(deadDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(deadDir) })
+	if err := os.WriteFile(filepath.Join(deadDir, "pid"), []byte(strconv.Itoa(sh.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !r.Alive(r.ID) || r.Alive("dead0001") {
+		t.Fatalf("Alive: own %v, dead %v", r.Alive(r.ID), r.Alive("dead0001"))
+	}
+	if dead := r.SweepDirs(); len(dead) != 1 || dead[0] != "dead0001" {
+		t.Errorf("SweepDirs = %v, want [dead0001]", dead)
+	}
+	if _, err := os.Stat(deadDir); !os.IsNotExist(err) {
+		t.Errorf("the dead run's folder is still there: %v", err)
+	}
+	if _, err := os.Stat(r.Dir); err != nil {
+		t.Errorf("this run's folder was swept: %v", err)
+	}
+
+	var order []string
+	r.Defer(func() {
+		_, err := os.Stat(r.Dir)
+		order = append(order, fmt.Sprintf("first (folder there: %v)", err == nil))
+	})
+	r.Defer(func() { order = append(order, "second") })
+	r.Cleanup()
+	r.Cleanup() // nothing left to do
+	if want := []string{"second", "first (folder there: true)"}; !slices.Equal(order, want) {
+		t.Errorf("Cleanup ran %q, want %q", order, want)
+	}
+	if _, err := os.Stat(r.Dir); !os.IsNotExist(err) {
+		t.Errorf("the run's folder outlived Cleanup: %v", err)
+	}
+
+	kept, err := suite.NewRun(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(kept.Dir) })
+	kept.Keep()
+	kept.Cleanup()
+	if _, err := os.Stat(kept.Dir); err != nil {
+		t.Errorf("Keep: the folder is gone: %v", err)
 	}
 }

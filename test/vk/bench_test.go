@@ -34,12 +34,7 @@ var benchPods = flag.Int("bench.pods", 50, "pods per round of BenchmarkPodStartu
 // line in BENCHMARKS.md: target p99 < 2 s, against
 // Kubernetes' SLO of 5 s.
 func BenchmarkPodStartup(b *testing.B) {
-	if setupErr != nil {
-		b.Fatalf("vk e2e setup: %v", setupErr)
-	}
-	if setupSkip != "" {
-		b.Skip(setupSkip)
-	}
+	prepared.Need(b)
 	for _, mode := range []string{"concurrent", "sequential"} {
 		b.Run(fmt.Sprintf("%s-%d", mode, *benchPods), func(b *testing.B) {
 			var lat []time.Duration

@@ -69,9 +69,10 @@ var (
 	// state dir), with its log in a new file.
 	restartCRI func() error
 
-	setupSkip string
-	setupErr  error
-	timings   []string
+	// prepared says whether the set-up succeeded: every test skips (fails
+	// in CI) or fails when it did not.
+	prepared *suite.Setup
+	timings  []string
 	// raceReport is the first data race vk-cri (built with -race) reported.
 	raceReport string
 )
@@ -84,7 +85,7 @@ func TestMain(m *testing.M) {
 func runMain(m *testing.M) int {
 	start := time.Now()
 	cleanup := setup()
-	if setupErr == nil && setupSkip == "" {
+	if prepared.Ready() {
 		fmt.Fprintf(os.Stderr, "vk e2e: run %s ready in %v (%s)\n", runID, time.Since(start).Round(time.Millisecond), strings.Join(timings, ", "))
 	}
 	code := m.Run()
@@ -98,12 +99,7 @@ func runMain(m *testing.M) int {
 
 func need(t *testing.T) {
 	t.Helper()
-	if setupErr != nil {
-		t.Fatalf("vk e2e setup: %v", setupErr)
-	}
-	if setupSkip != "" {
-		images.SkipOrFail(t, "%s", setupSkip)
-	}
+	prepared.Need(t)
 }
 
 func timed(what string, start time.Time) {
@@ -112,36 +108,17 @@ func timed(what string, start time.Time) {
 
 // setup fills the globals and returns what undoes it.
 func setup() (cleanup func()) {
-	var undo []func()
-	cleanup = func() {
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i]()
-		}
-	}
-	fail := func(err error) func() { setupErr = err; return cleanup }
-
-	runID = suite.RunID()
-	var err error
-	if repoRoot, err = suite.RepoRoot(); err != nil {
-		return fail(err)
-	}
-	if engine, setupSkip, err = images.Connect(); err != nil {
-		return fail(err)
-	}
-	undo = append(undo, func() { engine.Close() })
-	if setupSkip != "" {
+	prepared = suite.NewSetup("vke2e")
+	cleanup = prepared.Cleanup
+	fail := func(err error) func() { prepared.Fail(err); return cleanup }
+	runID, runDir, repoRoot, engine = prepared.ID, prepared.Dir, prepared.Repo, prepared.Engine
+	if !prepared.Ready() {
 		return cleanup
 	}
-	if runDir, err = os.MkdirTemp("", "vke2e-"); err != nil {
-		return fail(err)
+	var err error
+	if os.Getenv("VK_E2E_KEEP") != "" { // logs and state, for a look after the run
+		prepared.Keep()
 	}
-	undo = append(undo, func() {
-		if os.Getenv("VK_E2E_KEEP") != "" { // logs and state, for a look after the run
-			fmt.Fprintf(os.Stderr, "vk e2e: kept %s\n", runDir)
-			return
-		}
-		_ = os.RemoveAll(runDir)
-	})
 
 	// The binaries: the control plane from the tool cache (built on the
 	// first run), cri-compose and vk-cri from this tree, concurrently.
@@ -175,12 +152,12 @@ func setup() (cleanup func()) {
 	if err := images.Busybox(ctx, engine, image); err != nil {
 		wg.Wait()
 		if errors.Is(err, images.ErrNoBusybox) {
-			setupSkip = err.Error()
+			prepared.Skip = err.Error()
 			return cleanup
 		}
 		return fail(err)
 	}
-	undo = append(undo, func() {
+	prepared.Defer(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_ = engine.ImageRemove(ctx, image, true)
@@ -254,7 +231,7 @@ func setup() (cleanup func()) {
 	if restConfig, err = env.Start(); err != nil {
 		return fail(fmt.Errorf("start control plane: %w", err))
 	}
-	undo = append(undo, func() {
+	prepared.Defer(func() {
 		if err := env.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "vk e2e: stop control plane: %v\n", err)
 		}
@@ -284,7 +261,7 @@ func setup() (cleanup func()) {
 		}
 		return suite.WaitSocket(criSock, 30*time.Second, criProc.Exited())
 	}
-	undo = append(undo, func() {
+	prepared.Defer(func() {
 		_, _ = criProc.Stop(syscall.SIGTERM)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -339,7 +316,7 @@ func setup() (cleanup func()) {
 		stopVK()
 		return startVK()
 	}
-	undo = append(undo, func() {
+	prepared.Defer(func() {
 		deleteAllPods()
 		stopVK()
 		for i := 1; i <= vkStarts; i++ {
