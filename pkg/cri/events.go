@@ -35,14 +35,22 @@ func (s *Server) resync(ctx context.Context) {
 	for _, c := range s.store.Containers(nil) {
 		s.ensurePump(ctx, c)
 	}
-	s.sweepProjects(ctx)
-	s.files.Sweep(ctx)
-	if s.hostInfo().StageMounts { // staged volumes of pods gone: pkg/cri/staging
-		live := map[string]bool{}
-		for _, sb := range s.store.Sandboxes(nil) {
-			live[sb.Project] = true
+	// The sweeps remove what belongs to no pod of the store, so they run
+	// only when the store holds every pod. After a list or an inspect that
+	// failed (an engine restarting, a restart of ours against a slow
+	// engine), a pod missing from the store is one not read, not one gone,
+	// and its project folder holds files its containers mount. What a pod
+	// really gone left waits for the next complete resync.
+	if readAll && err == nil {
+		s.sweepProjects(ctx)
+		s.files.Sweep(ctx)
+		if s.hostInfo().StageMounts { // staged volumes of pods gone: pkg/cri/staging
+			live := map[string]bool{}
+			for _, sb := range s.store.Sandboxes(nil) {
+				live[sb.Project] = true
+			}
+			s.stage.Sweep(ctx, live)
 		}
-		s.stage.Sweep(ctx, live)
 	}
 	// Ready only now, so nobody sees the state dir before the sweep.
 	if readAll {

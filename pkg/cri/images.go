@@ -7,7 +7,6 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/cri/images"
-	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 )
 
 // ImageService is the CRI image service on the Docker Engine's image store
@@ -21,7 +20,7 @@ import (
 type ImageService struct {
 	runtime.UnimplementedImageServiceServer
 
-	d      *dockerapi.Client
+	d      Engine
 	images *images.Store
 
 	// onRemove is told of every image RemoveImage removed (by id).
@@ -33,7 +32,7 @@ var _ runtime.ImageServiceServer = (*ImageService)(nil)
 // NewImageService returns the image service of engine d, pulling through
 // mirrors. Invalid mirror entries are logged and left out: check them with
 // images.ParseMirrors or Mirrors.Validate first.
-func NewImageService(d *dockerapi.Client, mirrors images.Mirrors) *ImageService {
+func NewImageService(d Engine, mirrors images.Mirrors) *ImageService {
 	return &ImageService{d: d, images: images.New(d, mirrors)}
 }
 

@@ -22,7 +22,7 @@ import (
 // while its pump is behind, so the engine's capped log never rotates away
 // output the pump has not read.
 type logPumps struct {
-	docker *dockerapi.Client
+	docker Engine
 	access perm.Access // who besides root may read the log files
 
 	mu      sync.Mutex
@@ -57,7 +57,7 @@ const attachWindow = 1 << 20
 // progress at all before it lets the output through (crilog.NewGate).
 const gateStall = 10 * time.Second
 
-func newLogPumps(d *dockerapi.Client, a perm.Access) *logPumps {
+func newLogPumps(d Engine, a perm.Access) *logPumps {
 	return &logPumps{docker: d, access: a, pumps: map[string]*pump{}, holders: map[string]*holder{}}
 }
 
@@ -108,7 +108,7 @@ func (l *logPumps) startHolder(id string, tty bool, first *dockerapi.Stream) *ho
 
 // run reads the attach stream through the gate until the container has
 // exited, attaching again after the stream breaks (an engine restart).
-func (h *holder) run(ctx context.Context, d *dockerapi.Client, id string, tty bool, st *dockerapi.Stream) {
+func (h *holder) run(ctx context.Context, d Engine, id string, tty bool, st *dockerapi.Stream) {
 	stalls := 0
 	backoff := 100 * time.Millisecond
 	for {

@@ -63,8 +63,8 @@ type Server struct {
 	runtime.UnimplementedRuntimeServiceServer
 
 	cfg    Config
-	docker *dockerapi.Client
-	events *dockerapi.Events
+	docker Engine
+	events EventSource
 	// resyncedConn is the event stream's Connection when the last resync
 	// began: the store is current only once it is the stream's current one.
 	resyncedConn atomic.Uint64
@@ -110,6 +110,12 @@ type Server struct {
 // NewServer wires a runtime to an engine client. Call Run to start its
 // background work before serving.
 func NewServer(cfg Config, d *dockerapi.Client) *Server {
+	return newServer(cfg, d, d.NewEvents())
+}
+
+// newServer wires a runtime to an engine and its event stream: the real
+// client's, or a fake's in unit tests.
+func newServer(cfg Config, d Engine, events EventSource) *Server {
 	if cfg.Network == "" {
 		cfg.Network = "cri-compose"
 	}
@@ -118,7 +124,7 @@ func NewServer(cfg Config, d *dockerapi.Client) *Server {
 		cfg:     cfg,
 		docker:  d,
 		subnets: cfg.NetworkSubnets,
-		events:  d.NewEvents(),
+		events:  events,
 		images:  NewImageService(d, cfg.Mirrors),
 		pumps:   newLogPumps(d, access),
 		access:  access,

@@ -18,6 +18,8 @@ import (
 	"io"
 	"sync"
 
+	"github.com/moby/moby/api/types/image"
+
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/pkg/imagebuild"
 )
@@ -90,10 +92,18 @@ func Image() (ref string, archive func(io.Writer) error) {
 	return Ref(), Archive
 }
 
+// Engine is what Ensure asks of the container engine (*dockerapi.Client).
+type Engine interface {
+	ImageInspect(ctx context.Context, ref string) (image.InspectResponse, error)
+	ImageLoad(ctx context.Context, archive io.Reader) error
+}
+
+var _ Engine = (*dockerapi.Client)(nil)
+
 // Ensure makes sure the engine behind c holds the pause image under Ref():
 // it loads the archive unless an image of that name with the right ID is
 // there already. Loading is idempotent, so racing callers are harmless.
-func Ensure(ctx context.Context, c *dockerapi.Client) error {
+func Ensure(ctx context.Context, c Engine) error {
 	id, err := ImageID()
 	if err != nil {
 		return err

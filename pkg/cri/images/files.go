@@ -39,7 +39,7 @@ import (
 // A copy stays while a container of the store mounts it, and goes when
 // its image is removed through RemoveImage or, found gone, at a resync.
 type Files struct {
-	docker   *dockerapi.Client
+	docker   FileEngine
 	stateDir string
 	started  time.Time
 	// inUse says whether a container of the store mounts image id.
@@ -64,7 +64,7 @@ const maxUserFile = 4 << 20
 // stateDir. started is when the server started: reader containers and
 // unfinished copies older than that are a crash's, which Sweep removes.
 // inUse says whether a container still mounts an image's copy.
-func NewFiles(d *dockerapi.Client, stateDir string, started time.Time, inUse func(imageID string) bool) *Files {
+func NewFiles(d FileEngine, stateDir string, started time.Time, inUse func(imageID string) bool) *Files {
 	return &Files{docker: d, stateDir: stateDir, started: started, inUse: inUse,
 		users: map[string]sandbox.ImageUsers{}, locks: map[string]*sync.Mutex{}}
 }

@@ -19,7 +19,7 @@ import (
 
 // Store is the engine's image store as the CRI sees it.
 type Store struct {
-	d       *dockerapi.Client
+	d       Engine
 	mirrors map[string][]mirrorEndpoint
 
 	locks Locks // serializes pull, tag and untag of one mirror name, and removals of one reference
@@ -31,7 +31,7 @@ type Store struct {
 // New returns the image store of engine d, pulling through mirrors.
 // Invalid mirror entries are logged and left out: check them with
 // ParseMirrors or Mirrors.Validate first.
-func New(d *dockerapi.Client, mirrors Mirrors) *Store {
+func New(d Engine, mirrors Mirrors) *Store {
 	parsed, err := mirrors.parse()
 	if err != nil {
 		klog.ErrorS(err, "Invalid registry mirrors; pulling without the invalid entries")

@@ -91,7 +91,7 @@ func Decide(mode Mode, sharesFilesystem bool, engineName string) bool {
 // engine, through its archive API into a short-lived container that
 // mounts the volume, and copies them again when they change.
 type Stager struct {
-	docker *dockerapi.Client
+	docker Engine
 	infra  func() string // an image the engine has: the infra image
 	owner  string        // the state dir, absolute (labelStageOwner)
 
@@ -108,7 +108,7 @@ type stagedVol struct {
 
 // New makes the stager of engine d for the server of stateDir; infra
 // names an image the engine has.
-func New(d *dockerapi.Client, stateDir string, infra func() string) *Stager {
+func New(d Engine, stateDir string, infra func() string) *Stager {
 	owner, err := filepath.Abs(stateDir)
 	if err != nil {
 		owner = stateDir

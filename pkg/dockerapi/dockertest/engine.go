@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/image"
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 )
@@ -27,6 +28,14 @@ import (
 const (
 	OpInspect = "inspect container"
 	OpList    = "list containers"
+	OpCreate  = "create container"
+	OpStart   = "start container"
+	OpStop    = "stop container"
+	OpRemove  = "remove container"
+	OpPing    = "ping engine"
+	OpInfo    = "engine info"
+	OpNetwork = "create network"
+	OpImage   = "inspect image"
 )
 
 // Engine is the fake. The zero value is not usable: call New.
@@ -35,6 +44,10 @@ type Engine struct {
 	containers map[string]container.InspectResponse
 	fail       map[string]map[string]error // op → id ("" for any) → error
 	calls      []Call
+
+	images   map[string]image.InspectResponse // by reference and by id
+	networks map[string]fakeNetwork
+	pids     int
 }
 
 // Call is one request the engine answered (or failed).
@@ -44,7 +57,8 @@ type Call struct {
 
 // New returns an engine that holds no container.
 func New() *Engine {
-	return &Engine{containers: map[string]container.InspectResponse{}, fail: map[string]map[string]error{}}
+	return &Engine{containers: map[string]container.InspectResponse{}, fail: map[string]map[string]error{},
+		images: map[string]image.InspectResponse{}, networks: map[string]fakeNetwork{}, pids: 1000}
 }
 
 // Create adds a container in state "created", as ContainerCreate would,
@@ -153,12 +167,29 @@ func (e *Engine) ContainerInspect(_ context.Context, id string) (container.Inspe
 	if err := e.call(OpInspect, id); err != nil {
 		return container.InspectResponse{}, err
 	}
-	c, ok := e.containers[id]
+	c, ok := e.lookup(id)
 	if !ok {
-		return container.InspectResponse{}, &dockerapi.Error{Kind: dockerapi.KindNotFound, Op: OpInspect, Ref: id,
-			Err: fmt.Errorf("no such container: %s", id)}
+		return container.InspectResponse{}, noSuchContainer(OpInspect, id)
 	}
 	return c, nil
+}
+
+// lookup finds a container by id or name, as the Engine API does. Held
+// under e.mu.
+func (e *Engine) lookup(ref string) (container.InspectResponse, bool) {
+	if c, ok := e.containers[ref]; ok {
+		return c, true
+	}
+	for _, c := range e.containers {
+		if c.Name == "/"+ref {
+			return c, true
+		}
+	}
+	return container.InspectResponse{}, false
+}
+
+func noSuchContainer(op, ref string) error {
+	return &dockerapi.Error{Kind: dockerapi.KindNotFound, Op: op, Ref: ref, Err: fmt.Errorf("no such container: %s", ref)}
 }
 
 // ContainerList lists every container (running or not) carrying every
