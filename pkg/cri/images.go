@@ -31,9 +31,10 @@ var _ runtime.ImageServiceServer = (*ImageService)(nil)
 
 // NewImageService returns the image service of engine d, pulling through
 // mirrors. Invalid mirror entries are logged and left out: check them with
-// images.ParseMirrors or Mirrors.Validate first.
-func NewImageService(d Engine, mirrors images.Mirrors) *ImageService {
-	return &ImageService{d: d, images: images.New(d, mirrors)}
+// images.ParseMirrors or Mirrors.Validate first. onRemove, if set, is told
+// of every image RemoveImage removed (by id).
+func NewImageService(d Engine, mirrors images.Mirrors, onRemove func(id string)) *ImageService {
+	return &ImageService{d: d, images: images.New(d, mirrors), onRemove: onRemove}
 }
 
 // ResolvedImage is an existing image, as CreateContainer needs it.

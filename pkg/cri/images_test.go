@@ -70,7 +70,7 @@ func newImageEnv(t *testing.T, mirrors criimages.Mirrors) *imageEnv {
 			mirrors[k][i] = strings.ReplaceAll(ep, "REGISTRY", reg)
 		}
 	}
-	svc := cri.NewImageService(d, mirrors)
+	svc := cri.NewImageService(d, mirrors, nil)
 
 	conn, _, _ := suite.Serve(t, func(gs *grpc.Server) { runtime.RegisterImageServiceServer(gs, svc) })
 

@@ -125,14 +125,13 @@ func newServer(cfg Config, d Engine, events EventSource) *Server {
 		docker:  d,
 		subnets: cfg.NetworkSubnets,
 		events:  events,
-		images:  NewImageService(d, cfg.Mirrors),
 		pumps:   newLogPumps(d, access),
 		access:  access,
 
 		started: time.Now(),
 	}
 	s.files = images.NewFiles(d, cfg.StateDir, s.started, s.imageMounted)
-	s.images.onRemove = s.files.ForgetImage
+	s.images = NewImageService(d, cfg.Mirrors, s.files.ForgetImage)
 	s.host = sandbox.Host{Network: cfg.Network, StateDir: cfg.StateDir, InfraImage: cfg.PodInfraImage, LogConfig: cfg.LogConfig}
 	// stats and events: container_events.go, stats.go. The store's changes
 	// feed GetContainerEvents, which reads the store back: the hub learns

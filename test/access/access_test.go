@@ -68,7 +68,7 @@ func TestMain(m *testing.M) {
 }
 
 func dialHelper(sock string) int {
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := suite.Dial("unix://" + sock)
 	if err != nil {
 		fmt.Println(err)
 		return 1
