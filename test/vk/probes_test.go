@@ -162,8 +162,12 @@ func TestProbeStartupGates(t *testing.T) {
 	ns := namespace(t)
 	zero := int64(0)
 	c := busybox("c", `trap 'exit 0' TERM; while true; do sleep 0.2; done`)
-	c.StartupProbe = &v1.Probe{ProbeHandler: execAction("test", "-e", "/tmp/started"), PeriodSeconds: 1, FailureThreshold: 60}
-	c.LivenessProbe = &v1.Probe{ProbeHandler: execAction("test", "-e", "/tmp/started"), PeriodSeconds: 1, FailureThreshold: 1}
+	// Generous timeouts: what is tested is the gate, and on a loaded
+	// machine an exec can take more than the default second; a liveness
+	// probe timed out once would restart the container (threshold 1) and
+	// lose /tmp/started.
+	c.StartupProbe = &v1.Probe{ProbeHandler: execAction("test", "-e", "/tmp/started"), PeriodSeconds: 1, FailureThreshold: 60, TimeoutSeconds: 10}
+	c.LivenessProbe = &v1.Probe{ProbeHandler: execAction("test", "-e", "/tmp/started"), PeriodSeconds: 1, FailureThreshold: 1, TimeoutSeconds: 10}
 	c.ReadinessProbe = &v1.Probe{ProbeHandler: execAction("true"), PeriodSeconds: 1}
 	pod := createPod(t, &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "startup", Namespace: ns},
