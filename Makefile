@@ -31,6 +31,7 @@ help:
 	@echo 'make test-vk   vk-cri'"'"'s end-to-end suite (test/vk: real kube-apiserver and etcd; VK_RUN=regexp)'
 	@echo 'make test-fault  the fault tests (test/fault) with a CPU hog beside them (FAULT_CPU_HOG busy processes)'
 	@echo 'make test-logflood  a container writes 1 GiB at full speed; every line checked in its CRI log'
+	@echo 'make test-engine-current  a current Docker Engine (dockerd 29, containerd 2; built once) runs privately and runs busybox'
 	@echo 'make conformance  critest (cri-tools'"'"' CRI validation suite) against bin/cri-compose, offline'
 	@echo 'make fuzz      every fuzz target for FUZZTIME each (default 10s)'
 	@echo 'make churn     the churn test, CI mode (30 pods, leak and memory checks)'
@@ -101,6 +102,18 @@ FLOOD_BYTES ?= 1073741824
 .PHONY: test-logflood
 test-logflood: ensure-docker ensure-tools
 	$(GO) test -count=1 -timeout 20m -run 'TestLogFlood|TestLogLastLine' -v ./test/e2e/ -args -e2e.flood-bytes=$(FLOOD_BYTES)
+
+# A current Docker Engine beside the machine's: dockerd and containerd at
+# the versions test/engine/tools/go.mod pins, built from the Go module proxy
+# once into ~/.cache/cri-compose/tools (the first run takes many
+# CPU-minutes; GOFLAGS=-p=1 in the environment builds one package at a
+# time, for a busy machine), run as a private engine in a network
+# namespace of its own (test/privengine, Options.Current).
+# TestCurrentEngine checks its API version and runs a busybox container on
+# it. Not part of .ci/run.
+.PHONY: test-engine-current
+test-engine-current: ensure-docker ensure-tools
+	CRI_COMPOSE_ENGINE_CURRENT=1 $(GO) test -count=1 -v -timeout 90m -run '^TestCurrentEngine$$' ./test/engines
 
 # gofmt and golangci-lint (pinned in hack/tools/go.mod, built once into
 # ~/.cache/cri-compose/tools) on every module, and the check that help

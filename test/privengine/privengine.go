@@ -22,6 +22,7 @@ import (
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/test/images"
 	"github.com/cri-compose/cri-compose/test/suite"
+	"github.com/cri-compose/cri-compose/test/toolcache"
 )
 
 // Engine is a Docker engine of the test's own, beside the
@@ -47,6 +48,14 @@ type Engine struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	starts int
+
+	// Options.Current: the binaries, how long building them took, and
+	// the containerd of this engine.
+	bins       toolcache.EngineBinaries
+	built      time.Duration
+	ctrd       *exec.Cmd
+	ctrdExited chan struct{}
+	ctrdStarts int
 }
 
 // Options are how a private engine runs.
@@ -60,6 +69,16 @@ type Options struct {
 	// listener: --host tcp://LINKIP:PORT --tlsverify ...). A func, as
 	// they may depend on LinkIP.
 	Args func(e *Engine) []string
+	// Current runs a current Docker Engine instead of the machine's
+	// dockerd: dockerd and containerd at the versions test/engine/tools
+	// pins, built once into the tool cache (toolcache.CurrentEngine; a cold
+	// build takes many CPU-minutes). dockerd uses a containerd of its own,
+	// started in the same namespace (Containerd) with its root, state,
+	// sockets and shim under the engine's folder; it runs on until the test
+	// ends, across Stop and StartDaemon, as a containerd service does
+	// across restarts of the docker service. runc is built too (Debian
+	// 12's is too old for Docker 29).
+	Current bool
 }
 
 // Start starts dockerd on a temp dir in a network namespace
@@ -70,9 +89,30 @@ func Start(t testing.TB, opts Options) *Engine {
 	if os.Getuid() != 0 {
 		images.SkipOrFail(t, "a private Docker engine needs root")
 	}
-	for _, bin := range []string{"dockerd", "ip", "nsenter"} {
+	need := []string{"dockerd", "ip", "nsenter"}
+	if opts.Current {
+		need = []string{"ip", "nsenter"}
+	}
+	for _, bin := range need {
 		if _, err := exec.LookPath(bin); err != nil {
 			images.SkipOrFail(t, "a private Docker engine needs %s: %v", bin, err)
+		}
+	}
+	var bins toolcache.EngineBinaries
+	var built time.Duration
+	if opts.Current {
+		root, err := suite.RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		bins, built, err = toolcache.CurrentEngine(ctx, root)
+		cancel()
+		if err != nil {
+			t.Fatalf("current engine: %v", err)
+		}
+		if built > 0 {
+			t.Logf("built dockerd %s, containerd %s and runc %s in %v", bins.DockerdVersion, bins.ContainerdVersion, bins.RuncVersion, built.Round(time.Second))
 		}
 	}
 	dir, err := os.MkdirTemp("", "ccde-")
@@ -82,7 +122,7 @@ func Start(t testing.TB, opts Options) *Engine {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
 	name := hex.EncodeToString(b)
-	e := &Engine{t: t, dir: dir, sock: filepath.Join(dir, "docker.sock"), netns: "ccde-" + name, bridge: "ccbr-" + name}
+	e := &Engine{t: t, dir: dir, sock: filepath.Join(dir, "docker.sock"), netns: "ccde-" + name, bridge: "ccbr-" + name, bins: bins, built: built}
 	docker0, mtu := addrOf("docker0")
 	t.Cleanup(func() {
 		e.destroy()
@@ -172,6 +212,13 @@ func (e *Engine) Subnet() string { return e.subnet }
 // LinkIP is the engine's address on the link to the host (Options.Link).
 func (e *Engine) LinkIP() string { return e.linkIP }
 
+// Binaries are the engine's programs (Options.Current; zero otherwise).
+func (e *Engine) Binaries() toolcache.EngineBinaries { return e.bins }
+
+// Built is how long Start spent building the engine's programs
+// (Options.Current): 0 when they came from the tool cache.
+func (e *Engine) Built() time.Duration { return e.built }
+
 // StartDaemon runs dockerd and waits until it answers.
 func (e *Engine) StartDaemon(liveRestore bool) {
 	e.t.Helper()
@@ -201,11 +248,22 @@ func (e *Engine) StartDaemon(liveRestore bool) {
 		"--log-level", "warn",
 		"--live-restore=" + strconv.FormatBool(liveRestore),
 	}
+	dockerd := "dockerd"
+	if e.opts.Current {
+		if e.ctrd == nil {
+			e.startContainerd()
+		}
+		dockerd = e.bins.Dockerd
+		args = append(args, "--containerd", e.containerdSock())
+	}
 	if e.opts.Args != nil {
 		args = append(args, e.opts.Args(e)...)
 	}
 	// nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroups.
-	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + e.netns, "dockerd"}, args...)...)
+	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + e.netns, dockerd}, args...)...)
+	if e.opts.Current {
+		cmd.Env = e.currentEnv()
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// If the test process dies, dockerd stops (and cleans up) too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
@@ -279,6 +337,7 @@ func (e *Engine) destroy() {
 		cancel()
 		e.Stop()
 	}
+	e.stopContainerd()
 	// vfs layers and shm mounts are gone once dockerd stopped; anything
 	// still mounted below dir is unmounted first.
 	if out, err := exec.Command("sh", "-c", "grep -o ' "+e.dir+"[^ ]*' /proc/self/mounts | sort -r | xargs -r -n1 umount -l").CombinedOutput(); err != nil {

@@ -1,8 +1,9 @@
 // Package toolcache builds the slow-to-build tools that tests and
-// benchmarks run (crictl, Docker Compose v2) once per machine into
-// os.UserCacheDir()/cri-compose/tools/<name>-<version>, and installs Compose
-// v2 as a Docker CLI plugin in a private DOCKER_CONFIG. test/e2e,
-// test/bench and test/vk (its control plane and kubectl) share it.
+// benchmarks run (crictl, Docker Compose v2, a current Docker Engine) once
+// per machine into os.UserCacheDir()/cri-compose/tools/<name>-<version>,
+// and installs Compose v2 as a Docker CLI plugin in a private
+// DOCKER_CONFIG. test/e2e, test/bench, test/vk (its control plane and
+// kubectl) and test/privengine share it.
 package toolcache
 
 import (
@@ -38,11 +39,16 @@ func GoBin() string { return "go" }
 
 // Go runs the go command in dir and returns its trimmed stdout.
 func Go(ctx context.Context, dir string, args ...string) (string, error) {
+	return goEnv(ctx, nil, dir, args...)
+}
+
+// goEnv is Go with env (KEY=value) added to the environment.
+func goEnv(ctx context.Context, env []string, dir string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, GoBin(), args...)
 	cmd.Dir = dir
 	// test/tools is a module of its own: no workspace may pull it into
 	// another build list.
-	cmd.Env = append(os.Environ(), "GOWORK=off")
+	cmd.Env = append(append(os.Environ(), "GOWORK=off"), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -63,6 +69,12 @@ func ModuleVersion(ctx context.Context, dir, mod string) (string, error) {
 // so concurrent runs never see half a binary. built tells whether this call
 // built it, and took how long.
 func Cached(ctx context.Context, dir, name, version, pkg string, flags ...string) (path string, built time.Duration, err error) {
+	return CachedEnv(ctx, nil, dir, name, version, pkg, flags...)
+}
+
+// CachedEnv is Cached with env (KEY=value, e.g. CGO_ENABLED=0) added to the
+// build's environment.
+func CachedEnv(ctx context.Context, env []string, dir, name, version, pkg string, flags ...string) (path string, built time.Duration, err error) {
 	cache, err := Dir()
 	if err != nil {
 		return "", 0, fmt.Errorf("tool cache: %w", err)
@@ -80,7 +92,7 @@ func Cached(ctx context.Context, dir, name, version, pkg string, flags ...string
 	start := time.Now()
 	args := append([]string{"build"}, flags...)
 	args = append(args, "-o", tmp.Name(), pkg)
-	if _, err := Go(ctx, dir, args...); err != nil {
+	if _, err := goEnv(ctx, env, dir, args...); err != nil {
 		return "", 0, fmt.Errorf("build %s %s: %w", name, version, err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
