@@ -2,7 +2,7 @@
 # Installs the host tools that the tests use and that a fresh Debian machine
 # lacks: Debian's busybox-static (/bin/busybox), from which test/images makes
 # the test images; containerd and containernetworking-plugins, for test/vk's
-# containerd run. Quick and silent when they are all there.
+# containerd run; libseccomp-dev, for the current engine's runc. Quick and silent when they are all there.
 set -euo pipefail
 
 missing=()
@@ -11,6 +11,10 @@ missing=()
 # test/vk runs vk-cri on containerd's CRI plugin too, on a CNI bridge.
 command -v containerd >/dev/null 2>&1 || missing+=(containerd)
 [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+# The current engine's runc (make test-engine-current) is built with its
+# seccomp support, through cgo: the library's headers and pkg-config.
+[ -e /usr/include/seccomp.h ] || missing+=(libseccomp-dev)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
