@@ -31,7 +31,7 @@ help:
 	@echo 'make test-vk   vk-cri'"'"'s end-to-end suite (test/vk: real kube-apiserver and etcd; VK_RUN=regexp)'
 	@echo 'make test-fault  the fault tests (test/fault) with a CPU hog beside them (FAULT_CPU_HOG busy processes)'
 	@echo 'make test-logflood  a container writes 1 GiB at full speed; every line checked in its CRI log'
-	@echo 'make test-engine-current  a current Docker Engine (dockerd 29, containerd 2; built once) runs privately and runs busybox'
+	@echo 'make test-engine-current  a current Docker Engine (dockerd 29, containerd 2; built once) runs privately: busybox, then a pod through cri-compose'
 	@echo 'make conformance  critest (cri-tools'"'"' CRI validation suite) against bin/cri-compose, offline'
 	@echo 'make fuzz      every fuzz target for FUZZTIME each (default 10s)'
 	@echo 'make churn     the churn test, CI mode (30 pods, leak and memory checks)'
@@ -110,10 +110,11 @@ test-logflood: ensure-docker ensure-tools
 # time, for a busy machine), run as a private engine in a network
 # namespace of its own (test/privengine, Options.Current).
 # TestCurrentEngine checks its API version and runs a busybox container on
-# it. Not part of .ci/run.
+# it; TestPodOnCurrentEngine runs cri-compose on it (recursive read-only
+# mounts reported and used, a pod's log line, exec, removal).
 .PHONY: test-engine-current
 test-engine-current: ensure-docker ensure-tools
-	CRI_COMPOSE_ENGINE_CURRENT=1 $(GO) test -count=1 -v -timeout 90m -run '^TestCurrentEngine$$' ./test/engines
+	CRI_COMPOSE_ENGINE_CURRENT=1 $(GO) test -count=1 -v -timeout 90m ./test/engines
 
 # gofmt and golangci-lint (pinned in hack/tools/go.mod, built once into
 # ~/.cache/cri-compose/tools) on every module, and the check that help
