@@ -155,7 +155,8 @@ func versionLess(a, b string) bool {
 
 // AtLeast reports whether the negotiated API is at least v, for features that
 // need a newer engine than MinAPIVersion.
-func (c *Client) AtLeast(v string) bool {
-	cur := c.api.ClientVersion()
-	return cur != "" && !versionLess(cur, v)
-}
+func (c *Client) AtLeast(v string) bool { return APIAtLeast(c.api.ClientVersion(), v) }
+
+// APIAtLeast reports whether API version have ("1.44") is v or newer; an
+// empty one (not negotiated yet) is none.
+func APIAtLeast(have, v string) bool { return have != "" && !versionLess(have, v) }

@@ -27,6 +27,7 @@ type Run struct {
 
 	mu   sync.Mutex
 	undo []func()
+	keep bool // Keep: the folder outlives Cleanup
 }
 
 // NewRun makes the run's folder and writes the pid in it. Its removal is
@@ -40,6 +41,13 @@ func NewRun(prefix string) (*Run, error) {
 	}
 	r.Dir = dir
 	r.Defer(func() {
+		r.mu.Lock()
+		keep := r.keep
+		r.mu.Unlock()
+		if keep {
+			fmt.Fprintf(os.Stderr, "%s: kept %s\n", prefix, dir)
+			return
+		}
 		if err := os.RemoveAll(dir); err != nil {
 			fmt.Fprintf(os.Stderr, "%s: cleanup: %v\n", prefix, err)
 		}
@@ -55,11 +63,8 @@ func NewRun(prefix string) (*Run, error) {
 // last step of Cleanup, says where it is instead.
 func (r *Run) Keep() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(r.undo) > 0 {
-		dir, prefix := r.Dir, r.Prefix
-		r.undo[0] = func() { fmt.Fprintf(os.Stderr, "%s: kept %s\n", prefix, dir) }
-	}
+	r.keep = true
+	r.mu.Unlock()
 }
 
 // Defer adds f to what Cleanup runs. Safe from any goroutine.

@@ -9,8 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -25,7 +23,7 @@ import (
 
 // APIVersion is the Engine API the fake speaks: the floor cri-compose
 // supports (Docker 20.10), so version-gated features stay off.
-const APIVersion = "1.41"
+const APIVersion = dockerapi.MinAPIVersion
 
 type fakeNetwork struct {
 	subnets []netip.Prefix
@@ -62,24 +60,7 @@ func (e *Engine) Host() string { return "fake://dockertest" }
 func (e *Engine) APIVersion() string { return APIVersion }
 
 // AtLeast reports whether the fake's API version is v or newer.
-func (e *Engine) AtLeast(v string) bool { return !versionLess(APIVersion, v) }
-
-func versionLess(a, b string) bool {
-	as, bs := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(as) || i < len(bs); i++ {
-		var x, y int
-		if i < len(as) {
-			x, _ = strconv.Atoi(as[i])
-		}
-		if i < len(bs) {
-			y, _ = strconv.Atoi(bs[i])
-		}
-		if x != y {
-			return x < y
-		}
-	}
-	return false
-}
+func (e *Engine) AtLeast(v string) bool { return dockerapi.APIAtLeast(APIVersion, v) }
 
 // IsLocal: the fake stands for an engine on this host.
 func (e *Engine) IsLocal() bool { return true }
@@ -181,23 +162,20 @@ func (e *Engine) ImageLoad(context.Context, io.Reader) error {
 // taken is a Conflict, an image the engine lacks NotFound.
 func (e *Engine) ContainerCreate(_ context.Context, name string, cfg *container.Config, hc *container.HostConfig, _ *network.NetworkingConfig) (string, error) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	if err := e.call(OpCreate, name); err != nil {
-		e.mu.Unlock()
 		return "", err
 	}
 	if _, taken := e.lookup(name); taken {
-		e.mu.Unlock()
 		return "", &dockerapi.Error{Kind: dockerapi.KindConflict, Op: OpCreate, Ref: name,
 			Err: fmt.Errorf("the container name %q is already in use", "/"+name)}
 	}
 	if cfg != nil {
 		if _, ok := e.images[cfg.Image]; !ok {
-			e.mu.Unlock()
 			return "", &dockerapi.Error{Kind: dockerapi.KindNotFound, Op: OpCreate, Ref: name, Err: fmt.Errorf("no such image: %s", cfg.Image)}
 		}
 	}
-	e.mu.Unlock()
-	return e.Create(name, cfg, hc), nil
+	return e.create(name, cfg, hc), nil
 }
 
 // ContainerStart starts a created or exited container with a new pid.

@@ -64,11 +64,16 @@ func New() *Engine {
 // Create adds a container in state "created", as ContainerCreate would,
 // and returns its id.
 func (e *Engine) Create(name string, cfg *container.Config, hc *container.HostConfig) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.create(name, cfg, hc)
+}
+
+// create is Create, held under e.mu.
+func (e *Engine) create(name string, cfg *container.Config, hc *container.HostConfig) string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
 	id := hex.EncodeToString(b)
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	if cfg == nil {
 		cfg = &container.Config{}
 	}
