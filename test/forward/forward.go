@@ -92,6 +92,18 @@ func (f *Forward) Wait(t testing.TB, timeout time.Duration) error {
 	}
 }
 
+// Ended reports whether ForwardPorts returned within timeout, and its
+// error if it did; unlike Wait, a forward still running is not a failure.
+func (f *Forward) Ended(timeout time.Duration) (bool, error) {
+	select {
+	case err := <-f.done:
+		f.done <- err // for a later Wait or Ended
+		return true, err
+	case <-time.After(timeout):
+		return false, nil
+	}
+}
+
 // Get GETs path through the forward on a connection of its own (each one
 // is a new stream pair of the session) and returns the status code and
 // body; err is for the connection, not the status.
