@@ -31,6 +31,7 @@ help:
 	@echo 'make test-vk   vk-cri'"'"'s end-to-end suite (test/vk: real kube-apiserver and etcd; VK_RUN=regexp)'
 	@echo 'make test-fault  the fault tests (test/fault) with a CPU hog beside them (FAULT_CPU_HOG busy processes)'
 	@echo 'make test-logflood  a container writes 1 GiB at full speed; every line checked in its CRI log'
+	@echo 'make test-engines  test/e2e, test/fault, critest and the basic vk-cri flow on this machine'"'"'s engine, then on a current one (ENGINE=current picks it for one target)'
 	@echo 'make test-engine-current  a current Docker Engine (dockerd 29, containerd 2; built once) runs privately: busybox, then a pod through cri-compose'
 	@echo 'make conformance  critest (cri-tools'"'"' CRI validation suite) against bin/cri-compose, offline'
 	@echo 'make fuzz      every fuzz target for FUZZTIME each (default 10s)'
@@ -88,13 +89,25 @@ test: ensure-docker ensure-tools
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) $$($(GO) list ./... | grep -v '/test/fault$$')
 
+# ENGINE picks the engine of test-e2e, test-fault, test-vk and conformance:
+# machine (the default: this machine's) or current, a current Docker Engine
+# (dockerd 29, containerd 2; see test-engine-current) started privately for
+# the run, which runs the suite unchanged in the engine's network namespace
+# with DOCKER_HOST naming it (test/engines TestSuiteOnCurrentEngine); the
+# private engines a suite starts itself are current ones too.
+ENGINE ?= machine
+ifeq ($(filter $(ENGINE),machine current),)
+$(error ENGINE is machine (the default) or current, not $(ENGINE))
+endif
+in-current-engine = CRI_COMPOSE_ENGINE_CURRENT=1 CRI_COMPOSE_ENGINE=current CRI_COMPOSE_ENGINE_RUN="$(1)" \
+	$(GO) test -count=1 -v -timeout 150m -run '^TestSuiteOnCurrentEngine$$' ./test/engines
+
 test-e2e: ensure-docker ensure-tools
-	@if [ -d test/e2e ]; then \
-		echo '$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/e2e/...'; \
-		$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/e2e/...; \
-	else \
-		echo 'test-e2e: no test/e2e yet, nothing to run'; \
-	fi
+ifeq ($(ENGINE),current)
+	$(call in-current-engine,$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/e2e/...)
+else
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(TEST_FLAGS) ./test/e2e/...
+endif
 
 # A container writes 1 GiB at full speed; every line is checked in its CRI
 # log (test/e2e TestLogFlood; not in `make test`, see README, Guarantees).
@@ -112,6 +125,17 @@ test-logflood: ensure-docker ensure-tools
 # TestCurrentEngine checks its API version and runs a busybox container on
 # it; TestPodOnCurrentEngine runs cri-compose on it (recursive read-only
 # mounts reported and used, a pod's log line, exec, removal).
+# The suites that care about the engine, on both: test/e2e, test/fault,
+# critest and vk-cri's basic pod flow (ENGINES_VK_RUN), first on this
+# machine's engine, then on a current one.
+ENGINES_VK_RUN ?= ^(TestNode|TestPod|TestCrashLoop|TestPodSucceeded)$$
+.PHONY: test-engines
+test-engines:
+	$(MAKE) test-e2e test-fault conformance
+	$(MAKE) test-vk VK_RUN='$(ENGINES_VK_RUN)'
+	$(MAKE) ENGINE=current test-e2e test-fault conformance
+	$(MAKE) ENGINE=current test-vk VK_RUN='$(ENGINES_VK_RUN)'
+
 .PHONY: test-engine-current
 test-engine-current: ensure-docker ensure-tools
 	CRI_COMPOSE_ENGINE_CURRENT=1 $(GO) test -count=1 -v -timeout 90m ./test/engines
@@ -164,12 +188,22 @@ clean:
 # test/conformance/_output. See test/conformance/run for what a run does.
 # CONFORMANCE_FLAGS passes flags to it: -v, -parallel=N, -focus=RE, -skip=RE
 # (quote a regexp with | in it: CONFORMANCE_FLAGS="-focus='Image|Pod'").
+# ENGINE=current runs it on a current Docker Engine instead (dockerd 29,
+# containerd 2, as make test-engine-current builds and runs them), privately
+# in a network namespace of its own with the whole run; output in
+# test/conformance/_output/current.
 CONFORMANCE_FLAGS ?=
+ENGINE ?= machine
 
 .PHONY: conformance
 conformance: ensure-docker ensure-tools
+ifeq ($(ENGINE),current)
+	CRI_COMPOSE_ENGINE_CURRENT=1 CRI_COMPOSE_CONFORMANCE=1 CONFORMANCE_FLAGS="$(CONFORMANCE_FLAGS)" GO=$(GO) \
+		$(GO) test -count=1 -v -timeout 90m -run '^TestConformanceCurrent$$' ./test/engines
+else
 	$(GO) build -o bin/ ./cmd/cri-compose
 	$(GO) run ./test/conformance/run -go=$(GO) $(CONFORMANCE_FLAGS)
+endif
 
 # --- install: `make install` puts bin/cri-compose (and bin/vk-cri
 # when built) in $(BINDIR), the systemd units in $(UNITDIR), and the example
@@ -262,7 +296,11 @@ VK_RUN ?= .
 .PHONY: test-vk
 test-vk: ensure-docker ensure-tools
 	cd test/vk && GOWORK=off $(GO) vet ./...
+ifeq ($(ENGINE),current)
+	$(call in-current-engine,cd test/vk && GOWORK=off $(GO) test -count=1 -timeout 45m -run '$(VK_RUN)' $(VK_TEST_FLAGS) ./...)
+else
 	cd test/vk && GOWORK=off $(GO) test -count=1 -timeout 45m -run '$(VK_RUN)' $(VK_TEST_FLAGS) ./...
+endif
 
 # --- demo: the whole stack on this machine. test/vk's set-up (kube-apiserver
 # + etcd on loopback, bin/cri-compose, bin/vk-cri) and its TestDemo, run from
@@ -298,7 +336,11 @@ FAULT_TIMEOUT ?= 20m
 
 .PHONY: test-fault fuzz churn soak
 test-fault: ensure-docker ensure-tools
+ifeq ($(ENGINE),current)
+	$(call in-current-engine,$(GO) test -race -count=1 -v -timeout $(FAULT_TIMEOUT) $(TEST_FLAGS) ./test/fault -args -fault.cpu-hog=$(FAULT_CPU_HOG))
+else
 	$(GO) test -race -count=1 -v -timeout $(FAULT_TIMEOUT) $(TEST_FLAGS) ./test/fault -args -fault.cpu-hog=$(FAULT_CPU_HOG)
+endif
 
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -10,6 +10,7 @@ import (
 
 	"github.com/moby/moby/api/types/container"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/cri"
@@ -337,4 +338,34 @@ func TestUpdateContainerResources(t *testing.T) {
 	_, err := e.rt().UpdateContainerResources(e.ctx(), &runtime.UpdateContainerResourcesRequest{ContainerId: "nosuch",
 		Linux: &runtime.LinuxContainerResources{MemoryLimitInBytes: 128 << 20}})
 	wantCode(t, err, codes.NotFound)
+}
+
+// TestCDIDevicesNeedCDI asks for a CDI device on an engine without CDI (the
+// floor's API has none): CreateContainer is Unimplemented, names the
+// device, and creates nothing. On an engine with CDI, test/engines runs
+// such a device for real.
+func TestCDIDevicesNeedCDI(t *testing.T) {
+	t.Parallel()
+	e := newCRIEnv(t)
+	info, err := e.d.Info(e.ctx())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.d.AtLeast("1.44") && len(info.CDISpecDirs) > 0 {
+		t.Skipf("this engine (API %s) has CDI, spec dirs %v", e.d.APIVersion(), info.CDISpecDirs)
+	}
+	pod := e.podConfig("cdi")
+	podID := e.runPod(pod)
+	cfg := ctrConfig("app", "sleep 60")
+	cfg.CDIDevices = []*runtime.CDIDevice{{Name: "vendor.example/marker=one"}}
+	_, err = e.rt().CreateContainer(e.ctx(), &runtime.CreateContainerRequest{PodSandboxId: podID, Config: cfg, SandboxConfig: pod})
+	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "vendor.example/marker=one") {
+		t.Errorf("CreateContainer with a CDI device on an engine without CDI: %v, want Unimplemented naming the device", err)
+	}
+	if n := len(e.listCtrs(&runtime.ContainerFilter{PodSandboxId: podID})); n != 0 {
+		t.Errorf("%d containers after the refused create, want 0", n)
+	}
+	if n := len(e.engineCtrs(sandbox.LabelPodUID + "=" + pod.GetMetadata().GetUid())); n != 1 {
+		t.Errorf("%d engine containers of the pod after the refused create, want 1 (its infra)", n)
+	}
 }

@@ -226,6 +226,8 @@ func (s *Server) prepare(ctx context.Context) error {
 	s.host.NegativeOOMScoreAdj = h.NegativeOOMScoreAdj
 	s.host.AppArmor = h.AppArmor
 	s.host.RecursiveReadOnly = s.docker.AtLeast("1.44")
+	// An engine with CDI off reports no spec dirs (Engine API 1.44+).
+	s.host.CDI = s.docker.AtLeast("1.44") && len(info.CDISpecDirs) > 0
 	s.host.InfraImage = infra
 	stage := staging.Decide(s.cfg.StageMounts, s.docker.SharesFilesystem(), info.Name)
 	s.host.StageMounts = stage
@@ -235,7 +237,7 @@ func (s *Server) prepare(ctx context.Context) error {
 	}
 	s.prepared = true
 	klog.InfoS("Engine ready for pods", "host", s.docker.Host(), "api", s.docker.APIVersion(),
-		"network", s.cfg.Network, "infraImage", infra, "fullPrivileged", h.FullPrivileged)
+		"network", s.cfg.Network, "infraImage", infra, "fullPrivileged", h.FullPrivileged, "cdiSpecDirs", info.CDISpecDirs)
 	return nil
 }
 

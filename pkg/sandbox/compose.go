@@ -93,6 +93,16 @@ func Service(service string, cc *container.Config, hc *container.HostConfig) typ
 	for _, d := range hc.Devices {
 		s.Devices = append(s.Devices, types.DeviceMapping{Source: d.PathOnHost, Target: d.PathInContainer, Permissions: d.CgroupPermissions})
 	}
+	// CDI devices as Compose writes them: the qualified name as both
+	// source and target, which `docker compose up` turns back into a cdi
+	// device request.
+	for _, r := range hc.DeviceRequests {
+		if r.Driver == "cdi" {
+			for _, id := range r.DeviceIDs {
+				s.Devices = append(s.Devices, types.DeviceMapping{Source: id, Target: id})
+			}
+		}
+	}
 	s.CapAdd = hc.CapAdd
 	s.CapDrop = hc.CapDrop
 	s.Privileged = hc.Privileged

@@ -68,3 +68,40 @@ func TestUserNamespaceRefused(t *testing.T) {
 		t.Errorf("CONTAINER: %v, want invalid", err)
 	}
 }
+
+func TestCDIDevices(t *testing.T) {
+	in := func(names ...string) ContainerInput {
+		var devs []*runtime.CDIDevice
+		for _, n := range names {
+			devs = append(devs, &runtime.CDIDevice{Name: n})
+		}
+		return ContainerInput{SandboxID: "sb", Sandbox: &runtime.PodSandboxConfig{Metadata: &runtime.PodSandboxMetadata{Name: "p", Namespace: "n", Uid: "u"}},
+			Config: &runtime.ContainerConfig{Metadata: &runtime.ContainerMetadata{Name: "c"}, Image: &runtime.ImageSpec{Image: "busybox"},
+				CDIDevices: devs}}
+	}
+	const a, b = "vendor.example/marker=one", "vendor.example/marker=two"
+	// An engine without CDI: refused, never silently without the device.
+	if _, err := ContainerSpec(in(a), Host{}); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("no CDI: %v, want unsupported", err)
+	}
+	spec, err := ContainerSpec(in(a, b), Host{CDI: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := spec.HostConfig.DeviceRequests
+	if len(reqs) != 1 || reqs[0].Driver != "cdi" || len(reqs[0].DeviceIDs) != 2 || reqs[0].DeviceIDs[0] != a || reqs[0].DeviceIDs[1] != b {
+		t.Errorf("device requests %+v, want one cdi request for %s and %s", reqs, a, b)
+	}
+	svc := Service("c", spec.Config, spec.HostConfig)
+	if len(svc.Devices) != 2 || svc.Devices[0].Source != a || svc.Devices[0].Target != a || svc.Devices[1].Source != b {
+		t.Errorf("compose devices %+v, want each CDI name as source and target", svc.Devices)
+	}
+	if spec, err := ContainerSpec(in(), Host{}); err != nil || len(spec.HostConfig.DeviceRequests) != 0 {
+		t.Errorf("no CDI device asked: %v, %+v", err, spec.HostConfig.DeviceRequests)
+	}
+	for _, bad := range []string{"marker", "vendor.example/marker", "vendor.example/marker=", "/marker=one", "vendor example/marker=one"} {
+		if _, err := ContainerSpec(in(bad), Host{CDI: true}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%q: %v, want invalid", bad, err)
+		}
+	}
+}

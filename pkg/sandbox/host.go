@@ -30,6 +30,10 @@ type Host struct {
 	// BindOptions.ReadOnlyForceRecursive); before, runc makes only the
 	// top mount read-only and the mounts below it stay writable.
 	RecursiveReadOnly bool
+	// CDI says the engine injects Container Device Interface devices
+	// (a DeviceRequest with the "cdi" driver, Engine API 1.44+ with CDI
+	// enabled: on by default from Docker 28.2, a "cdi" feature before).
+	CDI bool
 	// StageMounts says the engine does not share this machine's filesystem
 	// (a remote engine): host-path mounts come from staged copies
 	// (ContainerInput.Staged, stage.go) and resolv.conf from the engine's

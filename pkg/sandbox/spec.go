@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/api/types/network"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+	cdiparser "tags.cncf.io/container-device-interface/pkg/parser"
 )
 
 // Spec is everything the engine needs to create one container.
@@ -430,6 +431,9 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 		}
 		hc.Devices = append(hc.Devices, container.DeviceMapping{PathOnHost: d.GetHostPath(), PathInContainer: d.GetContainerPath(), CgroupPermissions: perms})
 	}
+	if err := cdiDevices(cfg.GetCDIDevices(), hc, h); err != nil {
+		return nil, err
+	}
 	if err := resources(cfg.GetLinux().GetResources(), hc, h); err != nil {
 		return nil, err
 	}
@@ -794,5 +798,28 @@ func apparmor(sc *runtime.LinuxContainerSecurityContext, hc *container.HostConfi
 		return invalid("apparmor profile %q requested but AppArmor is not enabled on this host", name)
 	}
 	hc.SecurityOpt = append(hc.SecurityOpt, "apparmor="+name)
+	return nil
+}
+
+// cdiDevices asks the engine for the container's CDI devices by their
+// fully-qualified names (vendor.com/class=name), which the engine resolves
+// with the spec files of its CDI spec dirs, as containerd does with its own.
+// An engine without CDI would drop the request or fail with a message about
+// drivers: refuse it here, saying why.
+func cdiDevices(devs []*runtime.CDIDevice, hc *container.HostConfig, h Host) error {
+	if len(devs) == 0 {
+		return nil
+	}
+	var ids []string
+	for _, d := range devs {
+		if _, _, _, err := cdiparser.ParseQualifiedName(d.GetName()); err != nil {
+			return invalid("CDI device: %v (a fully-qualified name is vendor.com/class=name)", err)
+		}
+		ids = append(ids, d.GetName())
+	}
+	if !h.CDI {
+		return fmt.Errorf("%w: CDI devices (%s) need an engine with CDI (Engine API 1.44 or newer, CDI enabled)", ErrUnsupported, strings.Join(ids, ", "))
+	}
+	hc.DeviceRequests = append(hc.DeviceRequests, container.DeviceRequest{Driver: "cdi", DeviceIDs: ids})
 	return nil
 }

@@ -94,7 +94,7 @@ func (e *Engine) startContainerd() {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cmd := exec.Command("nsenter", "--net=/run/netns/"+e.netns, e.bins.Containerd, "--config", cfgFile, "--log-level", "warn")
+	cmd := exec.Command("nsenter", "--net="+e.NetNS(), e.bins.Containerd, "--config", cfgFile, "--log-level", "warn")
 	cmd.Env = e.currentEnv()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}

@@ -84,8 +84,15 @@ type Options struct {
 // Start starts dockerd on a temp dir in a network namespace
 // of its own, or skips t where that cannot be done (not root, no dockerd,
 // ip or nsenter).
+//
+// With CRI_COMPOSE_ENGINE=current in the environment (ENGINE=current of the
+// Makefile's suite targets), every private engine is a current one, so that
+// a suite's restarts and second hosts test the same engine as the rest.
 func Start(t testing.TB, opts Options) *Engine {
 	t.Helper()
+	if os.Getenv("CRI_COMPOSE_ENGINE") == "current" {
+		opts.Current = true
+	}
 	if os.Getuid() != 0 {
 		images.SkipOrFail(t, "a private Docker engine needs root")
 	}
@@ -199,6 +206,11 @@ func checkDocker0(t testing.TB, addr, mtu string) {
 // Host is the engine's unix socket endpoint.
 func (e *Engine) Host() string { return "unix://" + e.sock }
 
+// NetNS is the path of the engine's network namespace, for
+// `nsenter --net=` (not `ip netns exec`, which remounts /sys and so hides
+// the cgroups).
+func (e *Engine) NetNS() string { return "/run/netns/" + e.netns }
+
 // Sock is the path of the engine's unix socket.
 func (e *Engine) Sock() string { return e.sock }
 
@@ -259,8 +271,7 @@ func (e *Engine) StartDaemon(liveRestore bool) {
 	if e.opts.Args != nil {
 		args = append(args, e.opts.Args(e)...)
 	}
-	// nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroups.
-	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + e.netns, dockerd}, args...)...)
+	cmd := exec.Command("nsenter", append([]string{"--net=" + e.NetNS(), dockerd}, args...)...)
 	if e.opts.Current {
 		cmd.Env = e.currentEnv()
 	}

@@ -5,6 +5,14 @@
 //
 //	go run ./test/conformance/run [-v] [-parallel N] [-focus REGEXP] [-skip REGEXP]
 //
+// With -docker-host it tests cri-compose on another engine. One in a
+// network namespace of its own (as a private engine in tests is) must have
+// the whole run in that namespace too, as the engine pulls from the run's
+// registry on 127.0.0.1 and critest reaches cri-compose's streaming server
+// and the pods' ports: run it with -prepare first, in a namespace with a
+// way out, to fetch what the run needs from the network, then the run itself
+// inside (`nsenter --net=...`). `ENGINE=current make conformance` does so.
+//
 // A run:
 //
 //  1. builds critest (`go test -c sigs.k8s.io/cri-tools/cmd/critest`) and the
@@ -84,6 +92,9 @@ var (
 	flagVerbose  = flag.Bool("v", false, "critest -ginkgo.v: report every spec and its steps, not only failures")
 	flagCRIv     = flag.Int("cri-compose-v", 2, "log level (-v) of cri-compose; its log is OUTPUT/cri-compose.log")
 	flagTimeout  = flag.Duration("timeout", time.Hour, "critest's suite timeout")
+	flagHost     = flag.String("docker-host", "", "engine endpoint for cri-compose and the clean-up (default: $DOCKER_HOST or the local socket)")
+	flagSubnet   = flag.String("network-subnet", "", "cri-compose --network-subnet of the run's pod network (default: the engine picks)")
+	flagPrepare  = flag.Bool("prepare", false, "only build or fetch what a run needs from the network (critest, ginkgo, Debian's busybox), then exit")
 )
 
 func logf(format string, args ...any) {
@@ -153,15 +164,6 @@ func run() (_ *result, status int) {
 		_ = os.Remove(filepath.Join(output, f))
 	}
 
-	d, err := dockerapi.New("")
-	if err != nil {
-		return fail("engine: %v", err)
-	}
-	defer d.Close()
-	if _, err := d.Ping(ctx); err != nil {
-		return fail("engine: %v (bash hack/ensure-docker.sh starts one)", err)
-	}
-
 	// 1. The tools.
 	toolsDir := filepath.Join(repo, "test", "conformance", "tools")
 	critestBin, err := critestTool.ensure(ctx, *flagGo, toolsDir)
@@ -171,6 +173,22 @@ func run() (_ *result, status int) {
 	ginkgoBin, err := ginkgoTool.ensure(ctx, *flagGo, toolsDir)
 	if err != nil {
 		return fail("%v", err)
+	}
+	if *flagPrepare {
+		if _, err := dynamicBusybox(ctx); err != nil {
+			logf("warning: %v: the images' sh will be busybox-static's, so the MaskedPaths spec fails", err)
+		}
+		logf("prepared: %s, %s", critestBin, ginkgoBin)
+		return nil, 0
+	}
+
+	d, err := dockerapi.New(*flagHost)
+	if err != nil {
+		return fail("engine: %v", err)
+	}
+	defer d.Close()
+	if _, err := d.Ping(ctx); err != nil {
+		return fail("engine: %v (bash hack/ensure-docker.sh starts one)", err)
 	}
 
 	// Scratch space: the state dir, the socket, the images' programs.
@@ -249,6 +267,12 @@ func run() (_ *result, status int) {
 		"--registry-mirror", "gcr.io=" + mirror,
 		"--registry-mirror", "k8s.gcr.io=" + mirror,
 		fmt.Sprintf("-v=%d", *flagCRIv),
+	}
+	if *flagHost != "" {
+		criArgs = append(criArgs, "--docker-host", *flagHost)
+	}
+	if *flagSubnet != "" {
+		criArgs = append(criArgs, "--network-subnet", *flagSubnet)
 	}
 	criLog, err := os.Create(filepath.Join(output, "cri-compose.log"))
 	if err != nil {
