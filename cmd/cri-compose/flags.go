@@ -40,6 +40,7 @@ func newFlags(name string, o *options) *flag.FlagSet {
 	fs.StringVar(&o.Network, "network", "cri-compose", "bridge network every pod joins (created if missing)")
 	fs.StringVar(&o.NetworkSubnet, "network-subnet", "", "subnets of the pod network when it is created, comma-separated, at most one IPv4 and one IPv6 (default: the engine picks); the node's pod CIDR, sent by kubelet, replaces them")
 	fs.StringVar(&o.PodInfraImage, "pod-infra-image", "", "infra (pause) image (default: the built-in one, loaded into the engine)")
+	fs.StringVar(&o.ImagePullProgressTimeout, "image-pull-progress-timeout", "5m", "cancel an image pull from a mirror or registry that makes no progress for this long; a mirror's then passes to the next mirror or the registry (0: never)")
 	fs.Var(&o.mirrors, "registry-mirror", "registry mirror as host=endpoint[,endpoint…], e.g. registry.k8s.io=http://127.0.0.1:5000 (repeatable)")
 	fs.StringVar(&o.StreamAddress, "stream-address", cri.DefaultStreamAddress, "host:port of the streaming server for exec, attach and port-forward (port 0: a free port)")
 	fs.StringVar(&o.MetricsAddress, "metrics-address", "", "host:port to serve Prometheus metrics on, at /metrics, e.g. 127.0.0.1:9090 (default: off)")

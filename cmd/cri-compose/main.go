@@ -51,6 +51,8 @@ type fileConfig struct {
 	SSHIdentityFile          string `json:"sshIdentityFile" flag:"ssh-identity-file"`
 	SSHInsecureIgnoreHostKey bool   `json:"sshInsecureIgnoreHostKey" flag:"ssh-insecure-ignore-host-key"`
 	StageMounts              string `json:"stageMounts" flag:"stage-mounts"`
+	// A duration ("5m"; "0" never cancels).
+	ImagePullProgressTimeout string `json:"imagePullProgressTimeout" flag:"image-pull-progress-timeout"`
 }
 
 type stringList []string
@@ -95,6 +97,10 @@ func run() error {
 	if err := m.Validate(); err != nil {
 		return fmt.Errorf("registry mirrors: %w", err)
 	}
+	pullTimeout, err := time.ParseDuration(fc.ImagePullProgressTimeout)
+	if err != nil || pullTimeout < 0 {
+		return fmt.Errorf("--image-pull-progress-timeout %q: a duration such as 5m, or 0 for none", fc.ImagePullProgressTimeout)
+	}
 	var subnets []netip.Prefix
 	if fc.NetworkSubnet != "" {
 		if subnets, err = cri.ParseSubnets(fc.NetworkSubnet); err != nil {
@@ -118,7 +124,7 @@ func run() error {
 	defer d.Close()
 	srv := cri.NewServer(cri.Config{
 		StateDir: fc.StateDir, SocketGroup: fc.SocketGroup, Network: fc.Network, NetworkSubnets: subnets,
-		PodInfraImage: fc.PodInfraImage, Mirrors: m,
+		PodInfraImage: fc.PodInfraImage, Mirrors: m, ImagePullProgressTimeout: pullTimeout,
 		StreamAddress: fc.StreamAddress, StageMounts: stage,
 	}, d)
 	if _, err := srv.StreamURL(); err != nil { // streaming server: --stream-address
@@ -228,6 +234,7 @@ func mergeFile(fs *flag.FlagSet, path string, fc *fileConfig) error {
 	pick("network", &fc.Network, file.Network)
 	pick("network-subnet", &fc.NetworkSubnet, file.NetworkSubnet)
 	pick("pod-infra-image", &fc.PodInfraImage, file.PodInfraImage)
+	pick("image-pull-progress-timeout", &fc.ImagePullProgressTimeout, file.ImagePullProgressTimeout)
 	pick("stream-address", &fc.StreamAddress, file.StreamAddress)
 	pick("metrics-address", &fc.MetricsAddress, file.MetricsAddress)
 	pick("otlp-endpoint", &fc.OTLPEndpoint, file.OTLPEndpoint)

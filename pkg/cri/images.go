@@ -29,12 +29,12 @@ type ImageService struct {
 
 var _ runtime.ImageServiceServer = (*ImageService)(nil)
 
-// NewImageService returns the image service of engine d, pulling through
-// mirrors. Invalid mirror entries are logged and left out: check them with
+// NewImageService returns the image service of engine d, pulling as o
+// says. Invalid mirror entries are logged and left out: check them with
 // images.ParseMirrors or Mirrors.Validate first. onRemove, if set, is told
 // of every image RemoveImage removed (by id).
-func NewImageService(d Engine, mirrors images.Mirrors, onRemove func(id string)) *ImageService {
-	return &ImageService{d: d, images: images.New(d, mirrors), onRemove: onRemove}
+func NewImageService(d Engine, o images.Options, onRemove func(id string)) *ImageService {
+	return &ImageService{d: d, images: images.New(d, o), onRemove: onRemove}
 }
 
 // ResolvedImage is an existing image, as CreateContainer needs it.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
@@ -44,15 +45,20 @@ type imageEnv struct {
 	suffix string // unique per test, for image names
 }
 
-// startImageTestRegistry serves an in-memory registry on 127.0.0.1 (which the
-// engine treats as insecure: plain HTTP) and returns "127.0.0.1:PORT".
-func startImageTestRegistry(t *testing.T) string {
+// newRegistry is an in-memory registry.
+func newRegistry() http.Handler {
+	return ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+}
+
+// serveRegistry serves h on 127.0.0.1 (which the engine treats as
+// insecure: plain HTTP) and returns "127.0.0.1:PORT".
+func serveRegistry(t *testing.T, h http.Handler) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewUnstartedServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	srv := httptest.NewUnstartedServer(h)
 	srv.Listener.Close()
 	srv.Listener = l
 	srv.Config.ReadHeaderTimeout = 10 * time.Second
@@ -63,14 +69,21 @@ func startImageTestRegistry(t *testing.T) string {
 
 func newImageEnv(t *testing.T, mirrors criimages.Mirrors) *imageEnv {
 	t.Helper()
+	return newImageEnvWith(t, newRegistry(), criimages.Options{Mirrors: mirrors})
+}
+
+// newImageEnvWith serves registry h as the test registry: "REGISTRY" in
+// o.Mirrors' endpoints stands for its address.
+func newImageEnvWith(t *testing.T, h http.Handler, o criimages.Options) *imageEnv {
+	t.Helper()
 	d := images.Engine(t)
-	reg := startImageTestRegistry(t)
-	for k, eps := range mirrors {
+	reg := serveRegistry(t, h)
+	for k, eps := range o.Mirrors {
 		for i, ep := range eps {
-			mirrors[k][i] = strings.ReplaceAll(ep, "REGISTRY", reg)
+			o.Mirrors[k][i] = strings.ReplaceAll(ep, "REGISTRY", reg)
 		}
 	}
-	svc := cri.NewImageService(d, mirrors, nil)
+	svc := cri.NewImageService(d, o, nil)
 
 	conn, _, _ := suite.Serve(t, func(gs *grpc.Server) { runtime.RegisterImageServiceServer(gs, svc) })
 

@@ -43,6 +43,9 @@ type Config struct {
 	// PodInfraImage overrides the built-in pause image.
 	PodInfraImage string
 	Mirrors       images.Mirrors
+	// ImagePullProgressTimeout cancels a pull (from a mirror or the
+	// registry) that makes no progress for that long (0: never).
+	ImagePullProgressTimeout time.Duration
 	// LogConfig is the engine log driver for CRI containers (default: local).
 	LogConfig container.LogConfig
 
@@ -131,7 +134,7 @@ func newServer(cfg Config, d Engine, events EventSource) *Server {
 		started: time.Now(),
 	}
 	s.files = images.NewFiles(d, cfg.StateDir, s.started, s.imageMounted)
-	s.images = NewImageService(d, cfg.Mirrors, s.files.ForgetImage)
+	s.images = NewImageService(d, images.Options{Mirrors: cfg.Mirrors, PullProgressTimeout: cfg.ImagePullProgressTimeout}, s.files.ForgetImage)
 	s.host = sandbox.Host{Network: cfg.Network, StateDir: cfg.StateDir, InfraImage: cfg.PodInfraImage, LogConfig: cfg.LogConfig}
 	// stats and events: container_events.go, stats.go. The store's changes
 	// feed GetContainerEvents, which reads the store back: the hub learns

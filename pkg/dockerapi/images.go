@@ -11,9 +11,18 @@ import (
 	"github.com/moby/moby/client"
 )
 
+// PullProgress is one report of a pull under way: the status of a layer
+// (Layer is its short id) or of the whole image (Layer ""), with the bytes
+// done and in all while it downloads or extracts.
+type PullProgress struct {
+	Layer, Status  string
+	Current, Total int64
+}
+
 // ImagePull pulls ref (a normalized reference) with optional credentials and
-// waits until the engine has it.
-func (c *Client) ImagePull(ctx context.Context, ref string, auth *registry.AuthConfig) (err error) {
+// waits until the engine has it. progress, if set, is told of every report
+// the engine sends on the way.
+func (c *Client) ImagePull(ctx context.Context, ref string, auth *registry.AuthConfig, progress func(PullProgress)) (err error) {
 	defer c.observe("pull image", time.Now(), &err)
 	var opts client.ImagePullOptions
 	if auth != nil {
@@ -29,7 +38,22 @@ func (c *Client) ImagePull(ctx context.Context, ref string, auth *registry.AuthC
 	}
 	defer r.Close()
 	// Errors of the pull itself (unknown manifest, auth) arrive in the stream.
-	return wrap("pull image", ref, r.Wait(ctx))
+	for m, err := range r.JSONMessages(ctx) {
+		if err != nil {
+			return wrap("pull image", ref, err)
+		}
+		if m.Error != nil {
+			return wrap("pull image", ref, streamError(m.Error))
+		}
+		if progress != nil {
+			p := PullProgress{Layer: m.ID, Status: m.Status}
+			if m.Progress != nil {
+				p.Current, p.Total = m.Progress.Current, m.Progress.Total
+			}
+			progress(p)
+		}
+	}
+	return nil
 }
 
 // ImageInspect returns the engine's view of an image by name, id or digest.

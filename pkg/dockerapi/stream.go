@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 
+	"github.com/containerd/errdefs/pkg/errhttp"
 	"github.com/moby/moby/api/types/jsonstream"
 )
 
@@ -25,3 +26,18 @@ func readJSONStream(r io.Reader) error {
 		}
 	}
 }
+
+// streamError is an error message of a progress stream, of the errdefs
+// class its code names (as the moby client's Wait makes it), so that wrap
+// classifies it.
+func streamError(e *jsonstream.Error) error {
+	return &codedError{msg: e.Message, class: errhttp.ToNative(e.Code)}
+}
+
+type codedError struct {
+	msg   string
+	class error
+}
+
+func (e *codedError) Error() string        { return e.msg }
+func (e *codedError) Is(target error) bool { return e.class != nil && errors.Is(e.class, target) }

@@ -18,7 +18,7 @@ type Engine interface {
 	Info(ctx context.Context) (system.Info, error)
 	ImageInspect(ctx context.Context, ref string) (image.InspectResponse, error)
 	ImageList(ctx context.Context, reference string) ([]image.Summary, error)
-	ImagePull(ctx context.Context, ref string, auth *registry.AuthConfig) error
+	ImagePull(ctx context.Context, ref string, auth *registry.AuthConfig, progress func(dockerapi.PullProgress)) error
 	ImageRemove(ctx context.Context, ref string, force bool) error
 	ImageTag(ctx context.Context, src, target string) error
 }

@@ -3,6 +3,7 @@ package images
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -21,6 +22,9 @@ import (
 type Store struct {
 	d       Engine
 	mirrors map[string][]mirrorEndpoint
+	// progressTimeout cancels a pull that reports no progress for that
+	// long (0: never).
+	progressTimeout time.Duration
 
 	locks Locks // serializes pull, tag and untag of one mirror name, and removals of one reference
 
@@ -28,10 +32,23 @@ type Store struct {
 	users   map[string]string // image id → config User; images are immutable
 }
 
-// New returns the image store of engine d, pulling through mirrors.
-// Invalid mirror entries are logged and left out: check them with
-// ParseMirrors or Mirrors.Validate first.
-func New(d Engine, mirrors Mirrors) *Store {
+// Options are how the image store pulls.
+type Options struct {
+	// Mirrors are pulled through first, in order, then the registry.
+	Mirrors Mirrors
+	// PullProgressTimeout cancels a pull from one place (a mirror or the
+	// registry) when the engine reports no progress for that long, so a
+	// stalled registry fails the pull, or passes it to the next place,
+	// instead of holding it forever, as containerd's
+	// image_pull_progress_timeout does (0: never).
+	PullProgressTimeout time.Duration
+}
+
+// New returns the image store of engine d. Invalid mirror entries are
+// logged and left out: check them with ParseMirrors or Mirrors.Validate
+// first.
+func New(d Engine, o Options) *Store {
+	mirrors := o.Mirrors
 	parsed, err := mirrors.parse()
 	if err != nil {
 		klog.ErrorS(err, "Invalid registry mirrors; pulling without the invalid entries")
@@ -48,7 +65,7 @@ func New(d Engine, mirrors Mirrors) *Store {
 			}
 		}
 	}
-	return &Store{d: d, mirrors: parsed, users: map[string]string{}}
+	return &Store{d: d, mirrors: parsed, progressTimeout: o.PullProgressTimeout, users: map[string]string{}}
 }
 
 // Lookup inspects the image r names: nil and no error when there is none.
@@ -144,7 +161,7 @@ func (s *Store) Pull(ctx context.Context, named reference.Named, auth *registry.
 		}
 	}
 	ref := named.String()
-	if err := s.d.ImagePull(ctx, ref, auth); err != nil {
+	if err := s.pull(ctx, ref, auth); err != nil {
 		if len(errs) > 0 {
 			err = fmt.Errorf("registry %s: %w", reference.Domain(named), err)
 		}
@@ -180,7 +197,7 @@ func (s *Store) pullFromMirror(ctx context.Context, named reference.Named, ep mi
 		}
 	}
 	// Mirrors are pulled anonymously: credentials are for the registry.
-	if err := s.d.ImagePull(ctx, mname, nil); err != nil {
+	if err := s.pull(ctx, mname, nil); err != nil {
 		return "", err
 	}
 	img, err := s.d.ImageInspect(ctx, mname)
@@ -358,4 +375,46 @@ func (s *Store) Remove(ctx context.Context, r Ref) (string, error) {
 	delete(s.users, img.ID)
 	s.usersMu.Unlock()
 	return img.ID, nil
+}
+
+// ErrPullStalled is what a pull fails with when the engine reported no
+// progress for the pull progress timeout.
+var ErrPullStalled = errors.New("no progress")
+
+// pull has the engine pull ref, cancelled when the engine reports no
+// progress for s.progressTimeout. A report is progress when it is not a
+// repeat of its layer's last one (status and bytes).
+func (s *Store) pull(ctx context.Context, ref string, auth *registry.AuthConfig) error {
+	if s.progressTimeout <= 0 {
+		return s.d.ImagePull(ctx, ref, auth, nil)
+	}
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stalled := fmt.Errorf("%w for %v, the image pull progress timeout (%w)", ErrPullStalled, s.progressTimeout, context.DeadlineExceeded)
+	timer := time.AfterFunc(s.progressTimeout, func() { cancel(stalled) })
+	defer timer.Stop()
+	last := map[string]dockerapi.PullProgress{}
+	read := map[string]int64{} // bytes downloaded, by layer
+	err := s.d.ImagePull(pctx, ref, auth, func(p dockerapi.PullProgress) {
+		if prev, ok := last[p.Layer]; ok && prev == p {
+			return
+		}
+		last[p.Layer] = p
+		if p.Status == "Downloading" && p.Current > read[p.Layer] {
+			read[p.Layer] = p.Current
+		}
+		timer.Reset(s.progressTimeout)
+	})
+	var bytes int64
+	for _, n := range read {
+		bytes += n
+	}
+	if err != nil && context.Cause(pctx) == stalled && ctx.Err() == nil {
+		klog.InfoS("Image pull cancelled: no progress", "image", ref, "timeout", s.progressTimeout, "bytesRead", bytes)
+		return stalled
+	}
+	if err == nil {
+		klog.V(4).InfoS("Image pulled", "image", ref, "bytesRead", bytes)
+	}
+	return err
 }
