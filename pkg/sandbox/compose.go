@@ -85,8 +85,13 @@ func Service(service string, cc *container.Config, hc *container.HostConfig) typ
 	}
 	for _, m := range hc.Mounts {
 		v := types.ServiceVolumeConfig{Type: string(m.Type), Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly}
-		if bo := m.BindOptions; bo != nil && bo.ReadOnlyForceRecursive {
+		switch bo := m.BindOptions; {
+		case bo == nil:
+		case bo.ReadOnlyForceRecursive:
 			v.Bind = &types.ServiceVolumeBind{Recursive: "readonly"}
+		case bo.ReadOnlyNonRecursive:
+			// Compose's word for a read-only top over writable submounts.
+			v.Bind = &types.ServiceVolumeBind{Recursive: "writable", Propagation: string(bo.Propagation), CreateHostPath: types.OptOut(bo.CreateMountpoint)}
 		}
 		s.Volumes = append(s.Volumes, v)
 	}

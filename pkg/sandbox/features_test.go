@@ -46,6 +46,39 @@ func TestRecursiveReadOnlyMount(t *testing.T) {
 	}
 }
 
+// A plain read-only mount is read-only at the top only, on every engine:
+// a Bind with "ro" before API 1.44, a Mount that says non-recursive from
+// it on (where a read-only Bind is recursive).
+func TestReadOnlyMountNonRecursive(t *testing.T) {
+	in := ContainerInput{SandboxID: "sb", Sandbox: &runtime.PodSandboxConfig{Metadata: &runtime.PodSandboxMetadata{Name: "p", Namespace: "n", Uid: "u"}},
+		Config: &runtime.ContainerConfig{Metadata: &runtime.ContainerMetadata{Name: "c"}, Image: &runtime.ImageSpec{Image: "busybox"},
+			Mounts: []*runtime.Mount{{HostPath: "/data", ContainerPath: "/mnt", Readonly: true, Propagation: runtime.MountPropagation_PROPAGATION_HOST_TO_CONTAINER}}}}
+	old, err := ContainerSpec(in, Host{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(old.HostConfig.Mounts) != 0 || len(old.HostConfig.Binds) != 1 || old.HostConfig.Binds[0] != "/data:/mnt:ro,rslave" {
+		t.Errorf("API 1.41: mounts %+v binds %q", old.HostConfig.Mounts, old.HostConfig.Binds)
+	}
+	cur, err := ContainerSpec(in, Host{RecursiveReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cur.HostConfig.Mounts) != 1 || len(cur.HostConfig.Binds) != 0 {
+		t.Fatalf("API 1.44: mounts %+v binds %q", cur.HostConfig.Mounts, cur.HostConfig.Binds)
+	}
+	m := cur.HostConfig.Mounts[0]
+	if bo := m.BindOptions; m.Type != mount.TypeBind || m.Source != "/data" || m.Target != "/mnt" || !m.ReadOnly || bo == nil ||
+		!bo.ReadOnlyNonRecursive || bo.ReadOnlyForceRecursive || !bo.CreateMountpoint || bo.Propagation != mount.PropagationRSlave {
+		t.Errorf("API 1.44: mount %+v %+v", m, m.BindOptions)
+	}
+	svc := Service("c", cur.Config, cur.HostConfig)
+	if len(svc.Volumes) != 1 || svc.Volumes[0].Bind == nil || svc.Volumes[0].Bind.Recursive != "writable" ||
+		svc.Volumes[0].Bind.Propagation != "rslave" || !bool(svc.Volumes[0].Bind.CreateHostPath) || !svc.Volumes[0].ReadOnly {
+		t.Errorf("compose volumes %+v", svc.Volumes)
+	}
+}
+
 func TestUserNamespaceRefused(t *testing.T) {
 	pod := func(u *runtime.UserNamespace) *runtime.PodSandboxConfig {
 		return &runtime.PodSandboxConfig{Metadata: &runtime.PodSandboxMetadata{Name: "p", Namespace: "n", Uid: "u"},

@@ -509,18 +509,29 @@ func mounts(ms []*runtime.Mount, images, staged map[int]string, hc *container.Ho
 			}
 			continue
 		}
+		prop := mount.PropagationRPrivate
+		switch m.GetPropagation() {
+		case runtime.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
+			prop = mount.PropagationRSlave
+		case runtime.MountPropagation_PROPAGATION_BIDIRECTIONAL:
+			prop = mount.PropagationRShared
+		}
+		if m.GetReadonly() && h.RecursiveReadOnly {
+			// From Engine API 1.44 on, the engine makes a read-only bind
+			// read-only all the way down unless told otherwise; the CRI's
+			// readonly is the top mount's alone (recursive_read_only asks
+			// for more), as the engine did before. A Mount, not a Bind, to
+			// say so, and CreateMountpoint creates a missing host
+			// directory as a Bind does.
+			hc.Mounts = append(hc.Mounts, mount.Mount{Type: mount.TypeBind, Source: src, Target: dst, ReadOnly: true,
+				BindOptions: &mount.BindOptions{Propagation: prop, ReadOnlyNonRecursive: true, CreateMountpoint: true}})
+			continue
+		}
 		opts := []string{}
 		if m.GetReadonly() {
 			opts = append(opts, "ro")
 		}
-		switch m.GetPropagation() {
-		case runtime.MountPropagation_PROPAGATION_HOST_TO_CONTAINER:
-			opts = append(opts, "rslave")
-		case runtime.MountPropagation_PROPAGATION_BIDIRECTIONAL:
-			opts = append(opts, "rshared")
-		default:
-			opts = append(opts, "rprivate")
-		}
+		opts = append(opts, string(prop))
 		// Binds (not Mounts) so that a missing host directory is created, as
 		// containerd's CRI plugin does.
 		hc.Binds = append(hc.Binds, src+":"+dst+":"+strings.Join(opts, ","))
