@@ -46,6 +46,20 @@ func (c *Client) ContainerStatsStream(ctx context.Context, id string, fn func(St
 	}
 }
 
+// ContainerSize is the size of one container's writable layer, which the
+// engine walks for this call alone.
+func (c *Client) ContainerSize(ctx context.Context, id string) (_ int64, err error) {
+	defer c.observe("inspect container size", time.Now(), &err)
+	r, err := c.api.ContainerInspect(ctx, id, client.ContainerInspectOptions{Size: true})
+	if err != nil {
+		return 0, wrap("inspect container size", id, err)
+	}
+	if r.Container.SizeRw == nil {
+		return 0, &Error{Kind: KindUnknown, Op: "inspect container size", Ref: id, Err: errors.New("the engine reported no size")}
+	}
+	return *r.Container.SizeRw, nil
+}
+
 // ContainerSizes returns the size of the writable layer (SizeRw) of every
 // container carrying all labels, in one engine call. The engine walks each
 // container's layer for it: call it seldom.

@@ -29,6 +29,9 @@ const (
 	layerMaxAge = 30 * time.Second
 	layerNewAge = 10 * time.Second
 	layerTick   = time.Second
+	// layerNowTimeout bounds the engine's walk of one new layer in a
+	// request.
+	layerNowTimeout = 3 * time.Second
 )
 
 type layerUsage struct {
@@ -79,15 +82,30 @@ func (l *layerCache) usage(id string) *runtime.FilesystemUsage {
 }
 
 // usageNow is usage, measuring on the spot a layer never measured yet (a
-// container created since the last refresh) when this process can walk
-// it; the engine's list is never asked from here.
+// container created since the last refresh): walked here when this process
+// can, else by the engine for this one container (bounded by
+// layerNowTimeout; a just-created layer is small). The engine's list of
+// all sizes is never asked from here.
 func (l *layerCache) usageNow(ctx context.Context, id string) *runtime.FilesystemUsage {
 	if u := l.usage(id); u != nil || l.mountpoint(ctx) == "" {
 		return u
 	}
 	dir := l.upperDir(ctx, id)
 	if dir == "" {
-		return nil
+		ctx, cancel := context.WithTimeout(ctx, layerNowTimeout)
+		defer cancel()
+		at := time.Now().UnixNano()
+		n, err := l.docker.ContainerSize(ctx, id)
+		if err != nil {
+			klog.V(4).InfoS("Cannot measure a writable layer through the engine", "id", id, "err", err)
+			return nil
+		}
+		l.mu.Lock()
+		if _, ok := l.sizes[id]; !ok {
+			l.sizes[id] = layerUsage{at: at, bytes: uint64(max(n, 0))}
+		}
+		l.mu.Unlock()
+		return l.usage(id)
 	}
 	at := time.Now().UnixNano()
 	bytes, inodes, err := diskUsage(dir)

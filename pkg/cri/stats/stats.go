@@ -54,6 +54,7 @@ type Engine interface {
 	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
 	ContainerStatsStream(ctx context.Context, id string, fn func(dockerapi.StatsSample)) error
 	ContainerSizes(ctx context.Context, labels ...string) (map[string]int64, error)
+	ContainerSize(ctx context.Context, id string) (int64, error)
 }
 
 // Source tells the sampler what runs (the runtime's store).
