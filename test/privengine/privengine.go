@@ -266,7 +266,12 @@ func (e *Engine) StartDaemon(liveRestore bool) {
 			e.startContainerd()
 		}
 		dockerd = e.bins.Dockerd
-		args = append(args, "--containerd", e.containerdSock())
+		// Published ports through docker-proxy in the engine's network
+		// namespace, since the engine writes no iptables rules: a port
+		// on the namespace's 127.0.0.1 reaches the container, as on a
+		// machine's engine. (The flags win over the earlier
+		// --userland-proxy=false.)
+		args = append(args, "--containerd", e.containerdSock(), "--userland-proxy=true", "--userland-proxy-path", e.bins.Proxy)
 	}
 	if e.opts.Args != nil {
 		args = append(args, e.opts.Args(e)...)

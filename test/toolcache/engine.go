@@ -39,6 +39,9 @@ const (
 // EngineBinaries are the programs of a current Docker Engine.
 type EngineBinaries struct {
 	Dockerd, Containerd, Shim, Runc string
+	// Proxy is docker-proxy, the userland proxy that publishes ports
+	// where the engine may not write iptables rules.
+	Proxy string
 	// DockerdVersion, ContainerdVersion and RuncVersion are their module
 	// versions.
 	DockerdVersion, ContainerdVersion, RuncVersion string
@@ -66,6 +69,10 @@ func CurrentEngine(ctx context.Context, repoRoot string) (b EngineBinaries, buil
 	if b.Dockerd, took, err = Cached(ctx, dir, "dockerd", mv, MobyModule+"/cmd/dockerd", "-trimpath", dockerdTags,
 		"-ldflags=-s -w -X "+MobyModule+"/dockerversion.Version="+strings.TrimPrefix(mv, "v")+
 			" -X "+MobyModule+"/dockerversion.GitCommit="+mv); err != nil {
+		return b, 0, err
+	}
+	built += took
+	if b.Proxy, took, err = CachedEnv(ctx, []string{"CGO_ENABLED=0"}, dir, "docker-proxy", mv, MobyModule+"/cmd/docker-proxy", "-trimpath", "-ldflags=-s -w"); err != nil {
 		return b, 0, err
 	}
 	built += took
