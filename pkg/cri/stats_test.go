@@ -378,6 +378,23 @@ func TestContainerStatsFromEngine(t *testing.T) {
 		wl := e.ctrStats(writer).GetWritableLayer()
 		return wl.GetUsedBytes().GetValue() >= 8*mib && wl.GetInodesUsed() == nil, fmt.Sprint(wl)
 	})
+	// The engine counts no inodes: no descriptor promises them.
+	dresp, err := e.rt().ListMetricDescriptors(e.ctx(), &runtime.ListMetricDescriptorsRequest{})
+	if err != nil {
+		t.Fatalf("ListMetricDescriptors: %v", err)
+	}
+	fsUsage := false
+	for _, d := range dresp.GetDescriptors() {
+		switch d.GetName() {
+		case "container_fs_inodes_used":
+			t.Errorf("container_fs_inodes_used is described, but layers measured by the engine have no inode count")
+		case "container_fs_usage_bytes":
+			fsUsage = true
+		}
+	}
+	if !fsUsage {
+		t.Errorf("container_fs_usage_bytes is not described")
+	}
 	suite.Eventually(t, "pod network from the engine", 10*time.Second, func() (bool, string) {
 		n := e.podStats(podID).GetLinux().GetNetwork()
 		return n.GetDefaultInterface().GetName() == "eth0" && n.GetTimestamp() > 0, fmt.Sprint(n)
@@ -438,6 +455,13 @@ func TestPodSandboxMetrics(t *testing.T) {
 		m := find(cm.GetMetrics(), "container_cpu_usage_seconds_total")
 		return m.GetValue().GetValue() >= 1, fmt.Sprint(m)
 	})
+	// A described writable-layer metric comes for a running container
+	// (critest checks that every descriptor has its metric).
+	for _, name := range []string{"container_fs_usage_bytes", "container_fs_inodes_used"} {
+		if _, described := keys[name]; described && find(cm.GetMetrics(), name) == nil {
+			t.Errorf("%s is described but the container has none", name)
+		}
+	}
 	for _, m := range append(slices.Clone(pm.GetMetrics()), cm.GetMetrics()...) {
 		k, ok := keys[m.GetName()]
 		if !ok {

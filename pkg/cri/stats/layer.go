@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -51,6 +52,9 @@ type layerCache struct {
 	mu    sync.RWMutex
 	sizes map[string]layerUsage
 	mount string // the storage driver's directory: the filesystem id
+	// walkable: the storage driver keeps each writable layer in a
+	// directory of its own (GraphDriver UpperDir), set with mount.
+	walkable bool
 
 	// used by run only
 	upper    map[string]string // "" : not walkable here
@@ -260,8 +264,39 @@ func (l *layerCache) mountpoint(ctx context.Context) string {
 	m = filepath.Join(info.DockerRootDir, info.Driver)
 	l.mu.Lock()
 	l.mount = m
+	l.walkable = upperDirDriver(info.Driver, info.DriverStatus)
 	l.mu.Unlock()
 	return m
+}
+
+// upperDirDriver says whether a storage driver names each container's
+// writable layer in GraphDriver.Data["UpperDir"]: the overlay graph
+// drivers do; the containerd image store (Docker 29's default: its
+// snapshotters are not graph drivers, whatever their names) and vfs,
+// btrfs or zfs do not.
+func upperDirDriver(driver string, status [][2]string) bool {
+	for _, kv := range status {
+		if kv[0] == "driver-type" && strings.Contains(kv[1], "snapshotter") {
+			return false
+		}
+	}
+	switch driver {
+	case "overlay2", "overlay", "fuse-overlayfs":
+		return true
+	}
+	return false
+}
+
+// countsInodes says whether writable layers are measured here, inodes
+// with bytes, rather than by the engine, which counts bytes alone: a local
+// engine on an overlay driver. False until the engine has answered.
+func (l *layerCache) countsInodes(ctx context.Context) bool {
+	if l.mountpoint(ctx) == "" || !l.docker.IsLocal() || l.engineOnly.Load() {
+		return false
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.walkable
 }
 
 // upperDir is the container's writable directory when this process can

@@ -1,6 +1,8 @@
 package stats
 
 import (
+	"context"
+
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -9,7 +11,21 @@ import (
 // stats from the runtime). Labels follow containerd: pod, namespace,
 // container, id, image, then the metric's own. Every metric Metrics can
 // return is described, and carries exactly its descriptor's labels.
-func MetricDescriptors() []*runtime.MetricDescriptor { return metricDescriptors }
+// container_fs_inodes_used is described only where writable layers are
+// measured here (countsInodes): the engine counts their bytes, never their
+// inodes, and a described metric that never comes is a promise broken.
+func (c *Collector) MetricDescriptors(ctx context.Context) []*runtime.MetricDescriptor {
+	if c.layers.countsInodes(ctx) {
+		return metricDescriptors
+	}
+	out := make([]*runtime.MetricDescriptor, 0, len(metricDescriptors))
+	for _, d := range metricDescriptors {
+		if d.GetName() != mFsInodesUsed {
+			out = append(out, d)
+		}
+	}
+	return out
+}
 
 var (
 	baseLabelKeys    = []string{"pod", "namespace", "container", "id", "image"}
