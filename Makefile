@@ -38,7 +38,7 @@ help:
 	@echo 'make churn     the churn test, CI mode (30 pods, leak and memory checks)'
 	@echo 'make soak      200 pods churned for 10 minutes, streaming URL expiry, longer fuzz'
 	@echo 'make demo      the whole stack: control plane, cri-compose, vk-cri and a sample pod (Ctrl-C stops it)'
-	@echo 'make bench     the benchmarks (test/bench; about 15 minutes; BENCHMARKS.md)'
+	@echo 'make bench     the benchmarks (test/bench; about 15 minutes; BENCHMARKS.md; ENGINE=current: pod start on a current engine)'
 	@echo 'make bench-smoke  the same benchmarks, small (a few minutes)'
 	@echo 'make bench-remote pod start over ssh, tcp+TLS and the local socket of one engine'
 	@echo 'make bench-vk  pod create -> Running on the virtual node (vk-cri), 50 at once and one at a time'
@@ -157,8 +157,20 @@ BENCH_TIMEOUT ?= 90m
 BENCH_FLAGS ?=
 BENCH_SMOKE_FLAGS ?= -bench.pods=3 -bench.concurrent=4 -bench.rounds=1 -bench.levels=10,20 -bench.stats-pods=10 -bench.poll=5s -bench.settle=2s -bench.list-calls=50
 
+# BENCH_RUN picks benchmarks by regexp (BENCH_RUN=PodStart). ENGINE=current
+# runs pod start alone on a current engine, in its network namespace: the
+# scale benchmark's CPU figures read the machine's dockerd and containerd.
+ifeq ($(ENGINE),current)
+BENCH_RUN ?= ^BenchmarkPodStart$$
+else
+BENCH_RUN ?= .
+endif
 bench: ensure-docker ensure-tools
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/bench -args $(BENCH_FLAGS)
+ifeq ($(ENGINE),current)
+	$(call in-current-engine,$(GO) test -run '^$$' -bench '$(BENCH_RUN)' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/bench -args $(BENCH_FLAGS))
+else
+	$(GO) test -run '^$$' -bench '$(BENCH_RUN)' -benchtime 1x -timeout $(BENCH_TIMEOUT) ./test/bench -args $(BENCH_FLAGS)
+endif
 
 bench-smoke: ensure-docker ensure-tools
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/bench -args $(BENCH_SMOKE_FLAGS) $(BENCH_FLAGS)
