@@ -259,10 +259,18 @@ func TestOOMKilled(t *testing.T) {
 	e := newCRIEnv(t)
 	pod := e.podConfig("oom")
 	podID := e.runPod(pod)
-	cfg := ctrConfig("hog", "dd if=/dev/zero of=/dev/null bs=20M")
+	// The hog waits for a go-ahead given once it runs: on cgroup v1 the
+	// engine's shim registers its OOM eventfd only after the process
+	// starts, so a process killed in its first milliseconds can die with
+	// no OOM notification at all, and then nobody can say OOMKilled.
+	cfg := ctrConfig("hog", "until [ -e /tmp/go ]; do sleep 0.05; done; dd if=/dev/zero of=/dev/null bs=20M")
 	cfg.Linux = &runtime.LinuxContainerConfig{Resources: &runtime.LinuxContainerResources{
 		MemoryLimitInBytes: 15 << 20, MemorySwapLimitInBytes: 15 << 20}}
 	hog := e.runCtr(podID, pod, cfg)
+	e.waitCtrState(hog, runtime.ContainerState_CONTAINER_RUNNING, 30*time.Second)
+	if _, err := e.rt().ExecSync(e.ctx(), &runtime.ExecSyncRequest{ContainerId: hog, Cmd: []string{"touch", "/tmp/go"}, Timeout: 10}); err != nil {
+		t.Fatalf("go-ahead: %v", err)
+	}
 	st := e.waitCtrState(hog, runtime.ContainerState_CONTAINER_EXITED, 30*time.Second)
 	suite.Eventually(t, "reason OOMKilled", 10*time.Second, func() (bool, string) {
 		st = e.ctrStatus(hog)
