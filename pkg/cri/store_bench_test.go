@@ -37,8 +37,10 @@ func benchStore(b *testing.B, n int) *Server {
 		}
 		sbID := fmt.Sprintf("%064x", 2*i)
 		sbSvc := sandbox.Service(sandbox.InfraService, spec.Config, spec.HostConfig)
-		st.AddSandbox(&store.SandboxMetadata{ID: sbID, Project: spec.Project, Config: pc, CreatedAt: now + int64(i), Network: "bench"},
-			store.SandboxStatus{State: runtime.PodSandboxState_SANDBOX_READY, IP: "10.0.0.1", Pid: 1000 + i, Service: &sbSvc})
+		if err := st.AddSandbox(&store.SandboxMetadata{ID: sbID, Project: spec.Project, Config: pc, CreatedAt: now + int64(i), Network: "bench"},
+			store.SandboxStatus{State: runtime.PodSandboxState_SANDBOX_READY, IP: "10.0.0.1", Pid: 1000 + i, Service: &sbSvc}); err != nil {
+			b.Fatal(err)
+		}
 		cc := &runtime.ContainerConfig{Metadata: &runtime.ContainerMetadata{Name: "sleep"}, Image: &runtime.ImageSpec{Image: "busybox"},
 			Command: []string{"sleep", "86400"}, LogPath: "sleep.log", Labels: map[string]string{"io.kubernetes.container.name": "sleep"},
 			Linux: &runtime.LinuxContainerConfig{}}
@@ -49,10 +51,12 @@ func benchStore(b *testing.B, n int) *Server {
 		}
 		id := fmt.Sprintf("%064x", 2*i+1)
 		svc := sandbox.Service(cspec.Service, cspec.Config, cspec.HostConfig)
-		st.AddContainer(&store.ContainerMetadata{ID: id, SandboxID: sbID, Project: spec.Project, Service: cspec.Service, Config: cc,
+		if err := st.AddContainer(&store.ContainerMetadata{ID: id, SandboxID: sbID, Project: spec.Project, Service: cspec.Service, Config: cc,
 			Image: "docker.io/library/busybox:latest", ImageID: "sha256:0", LogPath: pc.LogDirectory + "/sleep.log",
 			CreatedAt: now + int64(i)},
-			store.ContainerStatus{State: runtime.ContainerState_CONTAINER_RUNNING, StartedAt: now, Pid: 2000 + i, ServiceCfg: &svc})
+			store.ContainerStatus{State: runtime.ContainerState_CONTAINER_RUNNING, StartedAt: now, Pid: 2000 + i, ServiceCfg: &svc}); err != nil {
+			b.Fatal(err)
+		}
 	}
 	st.MarkSynced()
 	return &Server{store: st}

@@ -25,10 +25,12 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
-// ErrNotFound and ErrUnavailable mark the store's own errors: no such
-// entry, and not filled from the engine yet.
+// ErrNotFound, ErrExists and ErrUnavailable mark the store's own errors:
+// no such entry, an entry of that id already, and not filled from the
+// engine yet.
 var (
 	ErrNotFound    = errors.New("not found")
+	ErrExists      = errors.New("already in the store")
 	ErrUnavailable = errors.New("unavailable")
 )
 
@@ -172,22 +174,29 @@ func New(d Engine, o Options) *Store {
 		ooms:       map[string]uint64{}}
 }
 
-// AddSandbox records a new sandbox; its metadata is fixed from now on.
-func (s *Store) AddSandbox(md *SandboxMetadata, st SandboxStatus) {
+// AddSandbox records a new sandbox; its metadata is fixed from now on, so
+// an id the store holds already is refused (ErrExists) and kept as it is.
+func (s *Store) AddSandbox(md *SandboxMetadata, st SandboxStatus) error {
 	cur := Sandbox{md, st}
-	old, had := s.sandboxes.put(md.ID, cur)
-	if s.opts.OnSandbox != nil && (!had || old.State != cur.State) {
-		s.opts.OnSandbox(ptrIf(old, had), &cur)
+	if err := s.sandboxes.insert(md.ID, cur); err != nil {
+		return err
 	}
+	if s.opts.OnSandbox != nil {
+		s.opts.OnSandbox(nil, &cur)
+	}
+	return nil
 }
 
-// AddContainer records a new container; its metadata is fixed from now on.
-func (s *Store) AddContainer(md *ContainerMetadata, st ContainerStatus) {
+// AddContainer records a new container, as AddSandbox does a sandbox.
+func (s *Store) AddContainer(md *ContainerMetadata, st ContainerStatus) error {
 	cur := Container{md, st}
-	old, had := s.containers.put(md.ID, cur)
-	if s.opts.OnContainer != nil && (!had || old.State != cur.State) {
-		s.opts.OnContainer(ptrIf(old, had), &cur)
+	if err := s.containers.insert(md.ID, cur); err != nil {
+		return err
 	}
+	if s.opts.OnContainer != nil {
+		s.opts.OnContainer(nil, &cur)
+	}
+	return nil
 }
 
 // updateSandbox is the one place a sandbox's status changes.
@@ -220,13 +229,6 @@ func (s *Store) delete(id string) {
 	if hadSb && s.opts.OnSandbox != nil {
 		s.opts.OnSandbox(&oldSb, nil)
 	}
-}
-
-func ptrIf[R any](r R, ok bool) *R {
-	if !ok {
-		return nil
-	}
-	return &r
 }
 
 // Lookups accept a full id or a unique prefix, as crictl users type.
@@ -284,12 +286,14 @@ type table[R entry[R, S], S any] struct {
 	recs map[string]R
 }
 
-func (t *table[R, S]) put(id string, r R) (old R, had bool) {
+func (t *table[R, S]) insert(id string, r R) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	old, had = t.recs[id]
+	if _, had := t.recs[id]; had {
+		return fmt.Errorf("%s %q: %w", t.kind, id, ErrExists)
+	}
 	t.recs[id] = r
-	return old, had
+	return nil
 }
 
 func (t *table[R, S]) update(id string, f func(S) S) (old, cur R, err error) {

@@ -36,7 +36,7 @@ func TestUpdate(t *testing.T) {
 	var got []change
 	s := New(nil, Options{OnContainer: recorder(&got)})
 	md := &ContainerMetadata{ID: "c1", SandboxID: "sb", CreatedAt: 1}
-	s.AddContainer(md, ContainerStatus{State: runtime.ContainerState_CONTAINER_CREATED})
+	must(t, s.AddContainer(md, ContainerStatus{State: runtime.ContainerState_CONTAINER_CREATED}))
 	if err := s.updateContainer("c1", func(st ContainerStatus) ContainerStatus {
 		st.State, st.Pid = runtime.ContainerState_CONTAINER_RUNNING, 5
 		return st
@@ -71,10 +71,44 @@ func TestUpdate(t *testing.T) {
 	}
 }
 
+// TestAddRefusesHeldID: metadata is fixed once added, so a second add of
+// the same id is refused, changes nothing and tells no listener.
+func TestAddRefusesHeldID(t *testing.T) {
+	var got []change
+	s := New(nil, Options{OnContainer: recorder(&got)})
+	first := &ContainerMetadata{ID: "c1", Service: "first"}
+	must(t, s.AddContainer(first, ContainerStatus{State: runtime.ContainerState_CONTAINER_RUNNING}))
+	err := s.AddContainer(&ContainerMetadata{ID: "c1", Service: "second"}, ContainerStatus{State: runtime.ContainerState_CONTAINER_EXITED})
+	if !errors.Is(err, ErrExists) {
+		t.Fatalf("second add: %v, want ErrExists", err)
+	}
+	c, err := s.Container("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ContainerMetadata != first || c.State != runtime.ContainerState_CONTAINER_RUNNING {
+		t.Errorf("after a refused add: %+v %+v", c.ContainerMetadata, c.ContainerStatus)
+	}
+	if len(got) != 1 {
+		t.Errorf("changes %+v, want the first add alone", got)
+	}
+	must(t, s.AddSandbox(&SandboxMetadata{ID: "sb1"}, SandboxStatus{}))
+	if err := s.AddSandbox(&SandboxMetadata{ID: "sb1"}, SandboxStatus{}); !errors.Is(err, ErrExists) {
+		t.Errorf("second sandbox add: %v, want ErrExists", err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestSandboxUpdateAndDelete(t *testing.T) {
 	var n int
 	s := New(nil, Options{OnSandbox: func(old, cur *Sandbox) { n++ }})
-	s.AddSandbox(&SandboxMetadata{ID: "sb1"}, SandboxStatus{State: runtime.PodSandboxState_SANDBOX_READY})
+	must(t, s.AddSandbox(&SandboxMetadata{ID: "sb1"}, SandboxStatus{State: runtime.PodSandboxState_SANDBOX_READY}))
 	if err := s.updateSandbox("sb1", func(st SandboxStatus) SandboxStatus {
 		st.State = runtime.PodSandboxState_SANDBOX_NOTREADY
 		return st
@@ -93,7 +127,7 @@ func TestSandboxUpdateAndDelete(t *testing.T) {
 func TestLookupByPrefix(t *testing.T) {
 	s := New(nil, Options{})
 	for _, id := range []string{"abc123", "abd456", "ffff"} {
-		s.AddContainer(&ContainerMetadata{ID: id}, ContainerStatus{})
+		must(t, s.AddContainer(&ContainerMetadata{ID: id}, ContainerStatus{}))
 	}
 	for id, want := range map[string]string{"abc123": "abc123", "abc": "abc123", "abd": "abd456", "f": "ffff"} {
 		if c, err := s.Container(id); err != nil || c.ID != want {
@@ -110,7 +144,7 @@ func TestLookupByPrefix(t *testing.T) {
 func TestListNewestFirst(t *testing.T) {
 	s := New(nil, Options{})
 	add := func(id, sb string, created int64) {
-		s.AddContainer(&ContainerMetadata{ID: id, SandboxID: sb, CreatedAt: created}, ContainerStatus{})
+		must(t, s.AddContainer(&ContainerMetadata{ID: id, SandboxID: sb, CreatedAt: created}, ContainerStatus{}))
 	}
 	add("a", "p1", 10)
 	add("b", "p2", 30)
@@ -145,7 +179,7 @@ func TestListNewestFirst(t *testing.T) {
 
 func TestNoteOOMOnlyOfKnownContainers(t *testing.T) {
 	s := New(nil, Options{})
-	s.AddContainer(&ContainerMetadata{ID: "c1"}, ContainerStatus{})
+	must(t, s.AddContainer(&ContainerMetadata{ID: "c1"}, ContainerStatus{}))
 	s.NoteOOM("c1")
 	s.NoteOOM("c1")
 	s.NoteOOM("other") // another instance's

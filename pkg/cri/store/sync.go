@@ -61,12 +61,12 @@ func (s *Store) add(in container.InspectResponse) error {
 	switch obj.Type {
 	case sandbox.TypeSandbox:
 		md := &SandboxMetadata{ID: in.ID, Project: obj.Project, Config: obj.Sandbox, CreatedAt: created, Network: s.opts.Network}
-		s.AddSandbox(md, sandboxStatus(in, s.opts.Network))
+		return s.AddSandbox(md, sandboxStatus(in, s.opts.Network))
 	case sandbox.TypeContainer:
 		md := &ContainerMetadata{ID: in.ID, SandboxID: obj.SandboxID, Project: obj.Project, Service: obj.Service,
 			Config: obj.Container, Image: obj.Image, ImageID: in.Image, LogPath: obj.LogPath, User: obj.User, Tty: in.Config.Tty,
 			CreatedAt: created}
-		s.AddContainer(md, s.containerStatus(in, md))
+		return s.AddContainer(md, s.containerStatus(in, md))
 	}
 	return nil
 }
