@@ -1,12 +1,10 @@
 package stats
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/moby/sys/mountinfo"
@@ -257,36 +255,6 @@ func sub(a, b uint64) uint64 {
 		return 0
 	}
 	return a - b
-}
-
-// readUint reads a file holding one number.
-func readUint(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 64)
-}
-
-// readKV reads a "key value" per line file (memory.stat, cpu.stat).
-func readKV(path string) (map[string]uint64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	out := make(map[string]uint64, 64)
-	for len(b) > 0 {
-		var line []byte
-		line, b, _ = bytes.Cut(b, []byte{'\n'})
-		k, v, ok := bytes.Cut(line, []byte{' '})
-		if !ok {
-			continue
-		}
-		if n, err := strconv.ParseUint(string(v), 10, 64); err == nil {
-			out[string(k)] = n
-		}
-	}
-	return out, nil
 }
 
 // ifaceUsage is one network interface's counters.

@@ -1,13 +1,17 @@
 package stats
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/opencontainers/cgroups"
+	cgroupv1 "github.com/opencontainers/cgroups/fs"
+	cgroupv2 "github.com/opencontainers/cgroups/fs2"
+	"github.com/opencontainers/cgroups/fscommon"
 	"github.com/prometheus/procfs"
 )
 
@@ -94,9 +98,10 @@ func (p cgroupPaths) readExtra(proc string) (*cgroupExtra, error) {
 		p.readExtraV1(x)
 	}
 	if p.pids != "" {
-		if n, err := readUint(filepath.Join(p.pids, "pids.current")); err == nil {
+		if n, err := fscommon.GetCgroupParamUint(p.pids, "pids.current"); err == nil {
 			x.threads, x.hasThreads = n, true
-			x.threadsMax, _ = readMax(filepath.Join(p.pids, "pids.max"))
+			m, _ := fscommon.GetCgroupParamUint(p.pids, "pids.max")
+			x.threadsMax = limitOrZero(m) // "max": 0
 		}
 	}
 	x.blkioNames = make([]string, len(x.blkio))
@@ -106,88 +111,175 @@ func (p cgroupPaths) readExtra(proc string) (*cgroupExtra, error) {
 	return x, nil
 }
 
+// readExtraV1 reads the counters through runc's cgroup v1 readers; only
+// the limits and settings cAdvisor reports as container_spec_*, and
+// memory.oom_control, which the readers leave out, are read here.
 func (p cgroupPaths) readExtraV1(x *cgroupExtra) {
-	if st, err := readKV(filepath.Join(p.cpu, "cpuacct.stat")); err == nil {
-		x.cpuUser, x.cpuSystem = st["user"]*(1e9/userHZ), st["system"]*(1e9/userHZ)
-		x.hasCPUSplit = true
+	st := cgroups.NewStats()
+	// The readers take a missing folder for zeros: the files say whether
+	// the figures are there.
+	if exists(filepath.Join(p.cpu, "cpuacct.stat")) && (&cgroupv1.CpuacctGroup{}).GetStats(p.cpu, st) == nil {
+		u := st.CpuStats.CpuUsage
+		x.cpuUser, x.cpuSystem, x.hasCPUSplit = u.UsageInUsermode, u.UsageInKernelmode, true
 	}
 	if p.cpuCtl != "" {
-		if st, err := readKV(filepath.Join(p.cpuCtl, "cpu.stat")); err == nil {
-			x.cfsPeriods, x.cfsThrottled, x.cfsThrottledNanos = st["nr_periods"], st["nr_throttled"], st["throttled_time"]
-			x.hasCFS = true
+		if exists(filepath.Join(p.cpuCtl, "cpu.stat")) && (&cgroupv1.CpuGroup{}).GetStats(p.cpuCtl, st) == nil {
+			t := st.CpuStats.ThrottlingData
+			x.cfsPeriods, x.cfsThrottled, x.cfsThrottledNanos, x.hasCFS = t.Periods, t.ThrottledPeriods, t.ThrottledTime, true
 		}
-		period, err1 := readUint(filepath.Join(p.cpuCtl, "cpu.cfs_period_us"))
-		shares, err2 := readUint(filepath.Join(p.cpuCtl, "cpu.shares"))
+		period, err1 := fscommon.GetCgroupParamUint(p.cpuCtl, "cpu.cfs_period_us")
+		shares, err2 := fscommon.GetCgroupParamUint(p.cpuCtl, "cpu.shares")
 		if err1 == nil && err2 == nil {
 			x.spec.cpuPeriod, x.spec.cpuShares, x.spec.hasCPU = period, shares, true
-			x.spec.cpuQuota, _ = readInt(filepath.Join(p.cpuCtl, "cpu.cfs_quota_us")) // -1: none
+			x.spec.cpuQuota, _ = fscommon.GetCgroupParamUint(p.cpuCtl, "cpu.cfs_quota_us") // -1 (none) reads as 0
 		}
 	}
 	m := p.memory
-	if st, err := readKV(filepath.Join(m, "memory.stat")); err == nil {
-		x.mappedFile, x.swap = st["total_mapped_file"], st["total_swap"]
-	}
-	x.kernel, x.hasKernel = readUintOK(filepath.Join(m, "memory.kmem.usage_in_bytes"))
-	x.maxUsage, x.hasMaxUsage = readUintOK(filepath.Join(m, "memory.max_usage_in_bytes"))
-	x.failcnt, x.hasFailcnt = readUintOK(filepath.Join(m, "memory.failcnt"))
-	if oc, err := readKV(filepath.Join(m, "memory.oom_control")); err == nil {
-		x.oomKills, x.hasOOM = oc["oom_kill"] // since Linux 4.13
-	}
-	if l, ok := readUintOK(filepath.Join(m, "memory.limit_in_bytes")); ok {
+	if exists(filepath.Join(m, "memory.stat")) && (&cgroupv1.MemoryGroup{}).GetStats(m, st) == nil {
+		ms := st.MemoryStats
+		x.mappedFile, x.swap = ms.Stats["total_mapped_file"], ms.Stats["total_swap"]
+		x.maxUsage, x.failcnt, x.hasMaxUsage, x.hasFailcnt = ms.Usage.MaxUsage, ms.Usage.Failcnt, true, true
+		// Kernel memory accounting is gone from some kernels' v1.
+		x.kernel, x.hasKernel = ms.KernelUsage.Usage, exists(filepath.Join(m, "memory.kmem.usage_in_bytes"))
 		x.spec.hasMem = true
-		x.spec.memLimit = limitOrZero(l)
-		sw, _ := readUintOK(filepath.Join(m, "memory.memsw.limit_in_bytes"))
-		x.spec.memSwapLimit = limitOrZero(sw)
-		r, _ := readUintOK(filepath.Join(m, "memory.soft_limit_in_bytes"))
+		x.spec.memLimit = limitOrZero(ms.Usage.Limit)
+		x.spec.memSwapLimit = limitOrZero(ms.SwapUsage.Limit) // 0 without swap accounting
+		r, _ := fscommon.GetCgroupParamUint(m, "memory.soft_limit_in_bytes")
 		x.spec.memReservation = limitOrZero(r)
 	}
-	if p.blkio != "" {
-		x.blkio, x.hasBlkio = readBlkioV1(p.blkio)
+	if hasKey(m, "memory.oom_control", "oom_kill") { // since Linux 4.13
+		x.oomKills, _ = fscommon.GetValueByKey(m, "memory.oom_control", "oom_kill")
+		x.hasOOM = true
+	}
+	if p.blkio != "" && exists(filepath.Join(p.blkio, "blkio.throttle.io_service_bytes")) {
+		if err := (&cgroupv1.BlkioGroup{}).GetStats(p.blkio, st); err == nil {
+			x.blkio, x.hasBlkio = blkioFrom(st.BlkioStats), true
+		}
 	}
 }
 
+// readExtraV2 is readExtraV1 for the unified hierarchy; memory.events and
+// the settings are read here.
 func (p cgroupPaths) readExtraV2(x *cgroupExtra) {
 	d := p.memory
-	if st, err := readKV(filepath.Join(d, "cpu.stat")); err == nil {
-		x.cpuUser, x.cpuSystem, x.hasCPUSplit = st["user_usec"]*1000, st["system_usec"]*1000, true
-		if _, ok := st["nr_periods"]; ok {
-			x.cfsPeriods, x.cfsThrottled, x.cfsThrottledNanos = st["nr_periods"], st["nr_throttled"], st["throttled_usec"]*1000
-			x.hasCFS = true
+	m, err := cgroupv2.NewManager(&cgroups.Cgroup{}, d)
+	if err != nil {
+		return
+	}
+	// An error names the files that could not be read; the others are in st.
+	st, _ := m.Stats(&cgroups.StatsOptions{Controllers: cgroups.CPU | cgroups.Memory | cgroups.IO})
+	if st == nil {
+		return
+	}
+	if exists(filepath.Join(d, "cpu.stat")) {
+		u := st.CpuStats.CpuUsage
+		x.cpuUser, x.cpuSystem, x.hasCPUSplit = u.UsageInUsermode, u.UsageInKernelmode, true
+		// cpu.stat has the throttling figures only where the cpu
+		// controller is on, as it has cpu.max.
+		if exists(filepath.Join(d, "cpu.max")) {
+			t := st.CpuStats.ThrottlingData
+			x.cfsPeriods, x.cfsThrottled, x.cfsThrottledNanos, x.hasCFS = t.Periods, t.ThrottledPeriods, t.ThrottledTime, true
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(d, "cpu.max")); err == nil {
+	if max, err := fscommon.GetCgroupParamString(d, "cpu.max"); err == nil {
 		// "max 100000" or "20000 100000"
-		if f := strings.Fields(string(b)); len(f) == 2 {
+		if f := strings.Fields(max); len(f) == 2 {
 			x.spec.cpuPeriod, _ = strconv.ParseUint(f[1], 10, 64)
 			x.spec.cpuQuota, _ = strconv.ParseUint(f[0], 10, 64) // "max": 0
 			x.spec.hasCPU = true
 		}
 	}
-	if w, ok := readUintOK(filepath.Join(d, "cpu.weight")); ok && w > 0 {
+	if w, err := fscommon.GetCgroupParamUint(d, "cpu.weight"); err == nil && w > 0 {
 		// The inverse of the shares → weight conversion of runc and systemd.
 		x.spec.cpuShares = 2 + (w-1)*262142/9999
 	}
-	if st, err := readKV(filepath.Join(d, "memory.stat")); err == nil {
-		x.mappedFile = st["file_mapped"]
-		if k, ok := st["kernel"]; ok { // since Linux 5.18
+	if exists(filepath.Join(d, "memory.stat")) {
+		ms := st.MemoryStats
+		x.mappedFile = ms.Stats["file_mapped"]
+		if k, ok := ms.Stats["kernel"]; ok { // since Linux 5.18
 			x.kernel, x.hasKernel = k, true
 		} else {
-			x.kernel, x.hasKernel = st["kernel_stack"]+st["slab"]+st["sock"]+st["percpu"], true
+			x.kernel, x.hasKernel = ms.Stats["kernel_stack"]+ms.Stats["slab"]+ms.Stats["sock"]+ms.Stats["percpu"], true
+		}
+		x.swap = ms.SwapOnlyUsage.Usage
+		x.maxUsage, x.hasMaxUsage = ms.Usage.MaxUsage, exists(filepath.Join(d, "memory.peak")) // since Linux 5.19
+	}
+	if exists(filepath.Join(d, "memory.events")) {
+		x.failcnt, _ = fscommon.GetValueByKey(d, "memory.events", "max")
+		x.oomKills, _ = fscommon.GetValueByKey(d, "memory.events", "oom_kill")
+		x.hasFailcnt, x.hasOOM = true, true
+	}
+	if l, err := fscommon.GetCgroupParamUint(d, "memory.max"); err == nil {
+		x.spec.hasMem = true
+		x.spec.memLimit = limitOrZero(l)
+		sw, _ := fscommon.GetCgroupParamUint(d, "memory.swap.max")
+		x.spec.memSwapLimit = limitOrZero(sw)
+		low, _ := fscommon.GetCgroupParamUint(d, "memory.low")
+		x.spec.memReservation = limitOrZero(low)
+	}
+	if exists(filepath.Join(d, "io.stat")) {
+		x.blkio, x.hasBlkio = blkioFrom(st.BlkioStats), true
+	}
+}
+
+// blkioFrom folds the readers' per-operation entries into one figure set
+// per device, in device order.
+func blkioFrom(b cgroups.BlkioStats) []blkioStat {
+	byDev := map[[2]uint64]*blkioStat{}
+	dev := func(e cgroups.BlkioStatEntry) *blkioStat {
+		k := [2]uint64{e.Major, e.Minor}
+		s := byDev[k]
+		if s == nil {
+			s = &blkioStat{major: e.Major, minor: e.Minor}
+			byDev[k] = s
+		}
+		return s
+	}
+	for _, e := range b.IoServiceBytesRecursive {
+		switch e.Op {
+		case "Read":
+			s := dev(e)
+			s.readBytes, s.hasBytes = e.Value, true
+		case "Write":
+			s := dev(e)
+			s.writeBytes, s.hasBytes = e.Value, true
 		}
 	}
-	x.swap, _ = readUintOK(filepath.Join(d, "memory.swap.current"))
-	x.maxUsage, x.hasMaxUsage = readUintOK(filepath.Join(d, "memory.peak")) // since Linux 5.19
-	if ev, err := readKV(filepath.Join(d, "memory.events")); err == nil {
-		x.failcnt, x.hasFailcnt = ev["max"], true
-		x.oomKills, x.hasOOM = ev["oom_kill"], true
+	for _, e := range b.IoServicedRecursive {
+		switch e.Op {
+		case "Read":
+			s := dev(e)
+			s.reads, s.hasServiced = e.Value, true
+		case "Write":
+			s := dev(e)
+			s.writes, s.hasServiced = e.Value, true
+		}
 	}
-	if l, err := readMax(filepath.Join(d, "memory.max")); err == nil {
-		x.spec.hasMem = true
-		x.spec.memLimit = l
-		x.spec.memSwapLimit, _ = readMax(filepath.Join(d, "memory.swap.max"))
-		x.spec.memReservation, _ = readMax(filepath.Join(d, "memory.low"))
+	out := make([]blkioStat, 0, len(byDev))
+	for _, s := range byDev {
+		out = append(out, *s)
 	}
-	x.blkio, x.hasBlkio = readIOStatV2(filepath.Join(d, "io.stat"))
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].major != out[j].major {
+			return out[i].major < out[j].major
+		}
+		return out[i].minor < out[j].minor
+	})
+	return out
+}
+
+// hasKey says whether a "key value" file has the line of key.
+func hasKey(dir, file, key string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, _, _ := strings.Cut(line, " "); k == key {
+			return true
+		}
+	}
+	return false
 }
 
 // limitOrZero maps a cgroup v1 "no limit" (about 2^63) to 0.
@@ -196,38 +288,6 @@ func limitOrZero(v uint64) uint64 {
 		return 0
 	}
 	return v
-}
-
-func readUintOK(path string) (uint64, bool) {
-	v, err := readUint(path)
-	return v, err == nil
-}
-
-// readInt reads a file holding one signed number; a negative one (v1's
-// -1 for "none") reads as 0.
-func readInt(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
-	if err != nil || n < 0 {
-		return 0, err
-	}
-	return uint64(n), nil
-}
-
-// readMax reads a cgroup v2 (or pids.max) limit: "max" is 0.
-func readMax(path string) (uint64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	s := string(bytes.TrimSpace(b))
-	if s == "max" {
-		return 0, nil
-	}
-	return strconv.ParseUint(s, 10, 64)
 }
 
 // readPids reads cgroup.procs.
@@ -270,111 +330,6 @@ func countFDs(proc string, pids []int) (fds, sockets uint64) {
 		}
 	}
 	return fds, sockets
-}
-
-// readBlkioV1 reads blkio.throttle.io_service_bytes and io_serviced (the
-// throttle files count every I/O with any scheduler; the older
-// io_service_bytes_recursive only with CFQ/BFQ, so they are read when the
-// throttle ones list no device).
-func readBlkioV1(dir string) ([]blkioStat, bool) {
-	byDev := map[[2]uint64]*blkioStat{}
-	var order [][2]uint64
-	read := func(name string, bytes bool) bool {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			return false
-		}
-		found := false
-		for _, line := range strings.Split(string(b), "\n") {
-			// "8:0 Read 4096"
-			f := strings.Fields(line)
-			if len(f) != 3 {
-				continue
-			}
-			maj, min, ok := parseDev(f[0])
-			v, err := strconv.ParseUint(f[2], 10, 64)
-			if !ok || err != nil {
-				continue
-			}
-			k := [2]uint64{maj, min}
-			s := byDev[k]
-			if s == nil {
-				s = &blkioStat{major: maj, minor: min}
-				byDev[k] = s
-				order = append(order, k)
-			}
-			found = true
-			switch {
-			case bytes && f[1] == "Read":
-				s.readBytes, s.hasBytes = v, true
-			case bytes && f[1] == "Write":
-				s.writeBytes, s.hasBytes = v, true
-			case !bytes && f[1] == "Read":
-				s.reads, s.hasServiced = v, true
-			case !bytes && f[1] == "Write":
-				s.writes, s.hasServiced = v, true
-			}
-		}
-		return found
-	}
-	ok := read("blkio.throttle.io_service_bytes", true)
-	read("blkio.throttle.io_serviced", false)
-	if len(order) == 0 {
-		ok = read("blkio.io_service_bytes_recursive", true)
-		read("blkio.io_serviced_recursive", false)
-	}
-	out := make([]blkioStat, 0, len(order))
-	for _, k := range order {
-		out = append(out, *byDev[k])
-	}
-	return out, ok || len(out) > 0
-}
-
-// readIOStatV2 reads io.stat: "8:0 rbytes=1 wbytes=2 rios=3 wios=4 ...".
-func readIOStatV2(path string) ([]blkioStat, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, false
-	}
-	var out []blkioStat
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		maj, min, ok := parseDev(f[0])
-		if !ok {
-			continue
-		}
-		s := blkioStat{major: maj, minor: min, hasBytes: true, hasServiced: true}
-		for _, kv := range f[1:] {
-			k, v, _ := strings.Cut(kv, "=")
-			n, _ := strconv.ParseUint(v, 10, 64)
-			switch k {
-			case "rbytes":
-				s.readBytes = n
-			case "wbytes":
-				s.writeBytes = n
-			case "rios":
-				s.reads = n
-			case "wios":
-				s.writes = n
-			}
-		}
-		out = append(out, s)
-	}
-	return out, true
-}
-
-func parseDev(s string) (maj, min uint64, ok bool) {
-	a, b, found := strings.Cut(s, ":")
-	if !found {
-		return 0, 0, false
-	}
-	var err1, err2 error
-	maj, err1 = strconv.ParseUint(a, 10, 64)
-	min, err2 = strconv.ParseUint(b, 10, 64)
-	return maj, min, err1 == nil && err2 == nil
 }
 
 var devNames sync.Map // "sys|maj:min" → "/dev/sda"

@@ -63,6 +63,16 @@ func TestStatsExtraV1(t *testing.T) {
 		"cg/blkio" + dir + "/blkio.throttle.io_service_bytes": "8:0 Read 4096\n8:0 Write 8192\n8:0 Sync 0\n8:0 Async 12288\n8:0 Total 12288\n7:1 Read 0\n7:1 Write 512\nTotal 12800\n",
 		"cg/blkio" + dir + "/blkio.throttle.io_serviced":      "8:0 Read 1\n8:0 Write 2\n8:0 Total 3\n7:1 Write 1\nTotal 4\n",
 	})
+	// The files a v1 kernel has beside those the figures come from.
+	writeFiles(t, cg, map[string]string{
+		"cpuacct" + dir + "/cpuacct.usage_percpu":           "1000000000 2000000000\n",
+		"memory" + dir + "/memory.use_hierarchy":            "1\n",
+		"memory" + dir + "/memory.memsw.usage_in_bytes":     "69730304\n",
+		"memory" + dir + "/memory.memsw.max_usage_in_bytes": "70008192\n",
+		"memory" + dir + "/memory.memsw.failcnt":            "0\n",
+		"memory" + dir + "/memory.kmem.max_usage_in_bytes":  "200000\n",
+		"memory" + dir + "/memory.kmem.failcnt":             "0\n",
+	})
 	fakeFDs(t, root, "42", "/dev/null", "socket:[1234]", "pipe:[99]")
 	fakeFDs(t, root, "43", "socket:[1235]")
 	fs, err := loadCgroupFS(filepath.Join(root, "proc"))
@@ -89,12 +99,13 @@ func TestStatsExtraV1(t *testing.T) {
 		procs: 2, fds: 4, sockets: 2, hasProcs: true,
 		spec: cgroupSpec{cpuPeriod: 100000, cpuQuota: 20000, cpuShares: 512, hasCPU: true,
 			memLimit: 67108864, memSwapLimit: 134217728, memReservation: 0, hasMem: true},
+		// In device order.
 		blkio: []blkioStat{
-			{major: 8, minor: 0, readBytes: 4096, writeBytes: 8192, reads: 1, writes: 2, hasBytes: true, hasServiced: true},
 			{major: 7, minor: 1, writeBytes: 512, writes: 1, hasBytes: true, hasServiced: true},
+			{major: 8, minor: 0, readBytes: 4096, writeBytes: 8192, reads: 1, writes: 2, hasBytes: true, hasServiced: true},
 		},
 		hasBlkio:   true,
-		blkioNames: []string{"/dev/sda", "7:1"},
+		blkioNames: []string{"7:1", "/dev/sda"},
 	}
 	if !extraEqual(x, want) {
 		t.Errorf("extra\n got %+v\nwant %+v", *x, *want)
