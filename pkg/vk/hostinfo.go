@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -94,20 +94,15 @@ func osRelease() string {
 	return runtime.GOOS
 }
 
-// memTotal is MemTotal of /proc/meminfo in bytes.
+// memTotal is MemTotal of /proc/meminfo in bytes (0: unknown).
 func memTotal() int64 {
-	f, err := os.Open("/proc/meminfo")
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
 		return 0
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) >= 2 && fields[0] == "MemTotal:" {
-			kb, _ := strconv.ParseInt(fields[1], 10, 64)
-			return kb * 1024
-		}
+	mi, err := fs.Meminfo()
+	if err != nil || mi.MemTotalBytes == nil {
+		return 0
 	}
-	return 0
+	return int64(*mi.MemTotalBytes)
 }
