@@ -95,34 +95,33 @@ type startEnv struct {
 	pidTarget string
 }
 
-// applyPodActions carries out plan, made for pod as obs shows it. acted
-// tells that it changed something in the runtime, so that the state is
-// worth reading again.
-func (w *podWorker) applyPodActions(ctx context.Context, pod *v1.Pod, obs *observation, plan podActions) (acted bool, err error) {
-	var results []containerResult
-	defer func() { w.record(results) }()
+// applyPodActions carries out plan, made for pod as obs shows it. results
+// say what it did to each container it tried, error or not (record turns
+// them into waiting reasons); acted tells that it changed something in
+// the runtime, so that the state is worth reading again.
+func (w *podWorker) applyPodActions(ctx context.Context, pod *v1.Pod, obs *observation, plan podActions) (results []containerResult, acted bool, err error) {
 	switch {
 	case plan.killPod:
 		// Deleted while this pass ran: the next pass kills the pod.
-		return false, nil
+		return results, false, nil
 	case len(plan.stop) > 0:
 		klog.V(2).InfoS("Pod finished; stopping its remaining containers", "pod", klog.KObj(pod), "containers", len(plan.stop))
 		if err := w.stopContainers(ctx, pod, plan.stop, podGrace(pod)); err != nil {
-			return false, err
+			return results, false, err
 		}
-		return true, nil
+		return results, true, nil
 	case plan.stopSandbox != "":
 		klog.V(2).InfoS("Pod finished; stopping its sandbox", "pod", klog.KObj(pod))
 		if err := w.p.rt.StopPodSandbox(ctx, plan.stopSandbox); err != nil && !isNotFound(err) {
-			return false, fmt.Errorf("stop sandbox %s: %w", plan.stopSandbox, err)
+			return results, false, fmt.Errorf("stop sandbox %s: %w", plan.stopSandbox, err)
 		}
-		return true, nil
+		return results, true, nil
 	case plan.sandboxHeld:
 		w.wakeAfter(plan.sandboxWait)
-		return false, nil
+		return results, false, nil
 	case plan.createSandbox:
 		results, err = w.runSandbox(ctx, pod, plan)
-		return err == nil, err
+		return results, err == nil, err
 	}
 
 	var env startEnv
@@ -130,14 +129,14 @@ func (w *podWorker) applyPodActions(ctx context.Context, pod *v1.Pod, obs *obser
 		var res []containerResult
 		if env, res, err = w.containerEnv(pod, obs); err != nil || res != nil {
 			results = res
-			return false, err
+			return results, false, err
 		}
 	}
 	if plan.terminal {
 		if w.advance(podTerminal) {
 			klog.V(2).InfoS("Pod finished", "pod", klog.KObj(pod))
 		}
-		return plan.recheck, nil
+		return results, plan.recheck, nil
 	}
 	for _, a := range plan.containers {
 		did, res, err := w.applyContainer(ctx, pod, a, env)
@@ -146,13 +145,13 @@ func (w *podWorker) applyPodActions(ctx context.Context, pod *v1.Pod, obs *obser
 		}
 		acted = acted || did
 		if err != nil {
-			return acted, err
+			return results, acted, err
 		}
 		if a.recheck && did {
-			return true, nil // look again before the rest
+			return results, true, nil // look again before the rest
 		}
 	}
-	return acted, nil
+	return results, acted, nil
 }
 
 // containerEnv sets up the pod's volumes and what its containers start

@@ -494,7 +494,8 @@ func (w *podWorker) syncPod(ctx context.Context) (obs *observation, acted bool, 
 		pod: pod, obs: obs, state: w.lifecycle(), specChanged: w.specChanged,
 		probes: w.probes, backoff: w.p.backoff,
 	})
-	acted, err = w.applyPodActions(ctx, pod, obs, plan)
+	results, acted, err := w.applyPodActions(ctx, pod, obs, plan)
+	w.record(results)
 	return obs, acted, err
 }
 
