@@ -16,7 +16,7 @@ import (
 )
 
 // cdiSpec is a CDI spec file of a harmless device: the host's /dev/null
-// as a device node.
+// as a device node, and an environment variable.
 const cdiSpec = `cdiVersion: "0.6.0"
 kind: "vendor.example/marker"
 devices:
@@ -25,12 +25,14 @@ devices:
       deviceNodes:
         - path: /dev/cdi-marker
           hostPath: /dev/null
+      env:
+        - CDI_MARKER=one
 `
 
 // TestCDIOnCurrentEngine: a container that asks for a CDI device by name
 // (CRI CDIDevices) gets what the device's spec file says, as the engine
-// resolves it from its CDI spec dir: the device node. The compose file names the device as
-// Compose does.
+// resolves it from its CDI spec dir: the device node and the variable.
+// The compose file names the device as Compose does.
 func TestCDIOnCurrentEngine(t *testing.T) {
 	if v := os.Getenv(EnvCurrent); v == "" || v == "0" {
 		t.Skipf("set %s=1 to build and run a current Docker Engine (make test-engine-current)", EnvCurrent)
@@ -65,7 +67,7 @@ func TestCDIOnCurrentEngine(t *testing.T) {
 		Config: &runtime.ContainerConfig{
 			Metadata:   &runtime.ContainerMetadata{Name: "app"},
 			Image:      &runtime.ImageSpec{Image: image},
-			Command:    []string{"sleep", "3600"},
+			Command:    []string{"sh", "-c", `echo "CDI_MARKER=$CDI_MARKER" >/tmp/cdi-marker; exec sleep 3600`},
 			CDIDevices: []*runtime.CDIDevice{{Name: dev}},
 		},
 	})
@@ -77,12 +79,15 @@ func TestCDIOnCurrentEngine(t *testing.T) {
 		t.Fatalf("StartContainer: %v\n%s", err, d.LogTail(30))
 	}
 	ex, err := d.RT.ExecSync(ctx, &runtime.ExecSyncRequest{ContainerId: id, Timeout: 30,
-		Cmd: []string{"sh", "-c", `test -c /dev/cdi-marker && echo node`}})
+		// The main process wrote the variable down: the engine applies CDI
+		// edits to the container's OCI spec, not to its config, which an
+		// exec takes its environment from.
+		Cmd: []string{"sh", "-c", `test -c /dev/cdi-marker && echo "node $(cat /tmp/cdi-marker)"`}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := string(ex.GetStdout()); got != "node\n" {
-		t.Errorf("in the container: %q (stderr %q, exit %d), want the device's node", got, ex.GetStderr(), ex.GetExitCode())
+	if got := string(ex.GetStdout()); got != "node CDI_MARKER=one\n" {
+		t.Errorf("in the container: %q (stderr %q, exit %d), want the device's node and CDI_MARKER=one", got, ex.GetStderr(), ex.GetExitCode())
 	}
 	folders := d.ProjectFolders()
 	if len(folders) != 1 {
