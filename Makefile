@@ -25,7 +25,7 @@ help:
 	@echo 'make run       start Docker if needed, build, run bin/cri-compose on $(ENDPOINT)'
 	@echo 'make ensure-docker  start a Docker Engine if none answers (installs Debian'"'"'s docker.io if missing)'
 	@echo 'make ensure-tools   install what the tests need from Debian (busybox-static)'
-	@echo 'make lint      gofmt, golangci-lint (.golangci.yml) on every module, and this list'"'"'s check'
+	@echo 'make lint      gofmt, golangci-lint (.golangci.yml) on every module, this list'"'"'s check and the docs'"'"' (hack/check-docs.sh)'
 	@echo 'make test      start Docker if needed, install test tools, go vet, go test -race ./... (but test/fault)'
 	@echo 'make test-e2e  the end-to-end tests (test/e2e)'
 	@echo 'make test-vk   vk-cri'"'"'s end-to-end suite (test/vk: real kube-apiserver and etcd; VK_RUN=regexp)'
@@ -141,8 +141,8 @@ test-engine-current: ensure-docker ensure-tools
 	CRI_COMPOSE_ENGINE_CURRENT=1 $(GO) test -count=1 -v -timeout 90m ./test/engines
 
 # gofmt and golangci-lint (pinned in hack/tools/go.mod, built once into
-# ~/.cache/cri-compose/tools) on every module, and the check that help
-# names every target: hack/lint.sh.
+# ~/.cache/cri-compose/tools) on every module, and the checks that help
+# names every target and that the docs and the tree agree: hack/lint.sh.
 lint:
 	@GO=$(GO) bash hack/lint.sh
 

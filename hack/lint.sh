@@ -3,7 +3,8 @@
 # govet, staticcheck, errcheck, ineffassign, unused, gocritic) on every
 # module of the tree that has Go code (the root module, test/vk and the
 # tool modules), and the checks that `make help` names every target and
-# that the docs name only files of the tree.
+# that the docs name only files of the tree and every file of pkg/cri and
+# pkg/vk.
 #
 # golangci-lint is pinned in hack/tools/go.mod (a module of its own, so its
 # dependencies never enter the product's build list) and built once per

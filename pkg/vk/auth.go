@@ -100,7 +100,7 @@ func NewAuth(client kubernetes.Interface, nodeName string, c AuthConfig) (nodeut
 		z = authorizerfactory.NewAlwaysAllowAuthorizer()
 	case AuthzWebhook:
 		if client == nil {
-			return nil, errors.New("Webhook authorization needs a client of the API server")
+			return nil, errors.New("webhook authorization needs a client of the API server")
 		}
 		z, err = authorizerfactory.DelegatingAuthorizerConfig{
 			SubjectAccessReviewClient: client.AuthorizationV1(),

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	internalapi "k8s.io/cri-api/pkg/apis"
-	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	remote "k8s.io/cri-client/pkg"
 )
 
@@ -26,12 +24,22 @@ type Runtime struct {
 // services. timeout bounds each unary call (image pulls excepted: they take
 // the context's deadline).
 func Dial(ctx context.Context, endpoint string, timeout time.Duration) (*Runtime, error) {
-	tp := noop.NewTracerProvider()
-	rs, err := remote.NewRemoteRuntimeService(ctx, endpoint, timeout, tp, false)
+	// Unary list calls, set rather than left to the builder, whose default
+	// is to turn to streaming in a later release. The tracer provider is
+	// the builder's no-op one.
+	rs, err := remote.NewRemoteRuntimeServiceBuilder().
+		WithEndpoint(endpoint).
+		WithConnectionTimeout(timeout).
+		WithUseStreaming(false).
+		Build(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connect to CRI runtime %s: %w", endpoint, err)
 	}
-	is, err := remote.NewRemoteImageService(ctx, endpoint, timeout, tp, false)
+	is, err := remote.NewRemoteImageServiceBuilder().
+		WithEndpoint(endpoint).
+		WithConnectionTimeout(timeout).
+		WithUseStreaming(false).
+		Build(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connect to CRI image service %s: %w", endpoint, err)
 	}
@@ -51,17 +59,4 @@ func isNotFound(err error) bool {
 // isUnimplemented reports whether the runtime does not offer the call.
 func isUnimplemented(err error) bool {
 	return status.Code(err) == codes.Unimplemented
-}
-
-// containerStateName is a short name of a CRI container state for logs.
-func containerStateName(s runtimeapi.ContainerState) string {
-	switch s {
-	case runtimeapi.ContainerState_CONTAINER_CREATED:
-		return "created"
-	case runtimeapi.ContainerState_CONTAINER_RUNNING:
-		return "running"
-	case runtimeapi.ContainerState_CONTAINER_EXITED:
-		return "exited"
-	}
-	return "unknown"
 }

@@ -34,6 +34,9 @@
 //   - sidecar.go: sidecar containers (init containers with restartPolicy
 //     Always): their start gating the next, their restarts, and their stop
 //     after the app containers.
+//   - ephemeral.go, resize.go, logrotate.go, podcidr.go: ephemeral
+//     containers (kubectl debug), in-place resize, container log rotation
+//     and the Node's pod CIDR handed to the runtime, each as kubelet's.
 //   - status.go: CRI state → v1.PodStatus, a pure function.
 //   - events.go: the runtime's container event stream (or a relist) that
 //     wakes the workers.

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	"k8s.io/streaming/pkg/httpstream"
 )
 
 // Dialer is an SPDY dialer for the streaming URL rawURL. cfg is the API
@@ -33,7 +33,7 @@ func Dialer(cfg *rest.Config, rawURL string) (httpstream.Dialer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return spdy.NewDialer(up, &http.Client{Transport: tr}, http.MethodPost, u), nil
+	return spdy.NewDialerForStreaming(up, &http.Client{Transport: tr}, http.MethodPost, u), nil
 }
 
 // Forward is a running forward from a free port of 127.0.0.1 to a pod's
@@ -54,7 +54,7 @@ func Start(t testing.TB, d httpstream.Dialer, port int, timeout time.Duration) *
 	t.Helper()
 	f := &Forward{stop: make(chan struct{}), done: make(chan error, 1)}
 	ready := make(chan struct{})
-	pf, err := portforward.NewOnAddresses(d, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, f.stop, ready, io.Discard, &f.errOut)
+	pf, err := portforward.NewOnAddressesForStreaming(d, []string{"127.0.0.1"}, []string{"0:" + strconv.Itoa(port)}, f.stop, ready, io.Discard, &f.errOut)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,6 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/pause"
 	"github.com/cri-compose/cri-compose/test/images"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // vk-cri depends on nothing of cri-compose but CRI: TestContainerd runs the
@@ -170,7 +169,11 @@ func startContainerd(t *testing.T) *containerdRuntime {
 		t.Fatalf("containerd: %v\n%s", err, tail(c.log, 30))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	rt, err := remote.NewRemoteRuntimeService(ctx, "unix://"+c.sock, time.Minute, noop.NewTracerProvider(), false)
+	rt, err := remote.NewRemoteRuntimeServiceBuilder().
+		WithEndpoint("unix://" + c.sock).
+		WithConnectionTimeout(time.Minute).
+		WithUseStreaming(false).
+		Build(ctx)
 	cancel()
 	if err != nil {
 		t.Fatal(err)

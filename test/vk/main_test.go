@@ -32,7 +32,6 @@ import (
 	"github.com/cri-compose/cri-compose/test/images"
 	"github.com/cri-compose/cri-compose/test/suite"
 	"github.com/cri-compose/cri-compose/test/toolcache"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // What TestMain set up: a real kube-apiserver and etcd on loopback (through
@@ -279,7 +278,11 @@ func setup() (cleanup func()) {
 		return fail(fmt.Errorf("cri-compose: %w\n%s", err, criProc.LogTail(30)))
 	}
 	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	cri, err = remote.NewRemoteRuntimeService(dctx, "unix://"+criSock, time.Minute, noop.NewTracerProvider(), false)
+	cri, err = remote.NewRemoteRuntimeServiceBuilder().
+		WithEndpoint("unix://" + criSock).
+		WithConnectionTimeout(time.Minute).
+		WithUseStreaming(false).
+		Build(dctx)
 	dcancel()
 	if err != nil {
 		return fail(err)

@@ -22,7 +22,6 @@ import (
 	"github.com/cri-compose/cri-compose/test/images"
 	"github.com/cri-compose/cri-compose/test/privengine"
 	"github.com/cri-compose/cri-compose/test/sshhost"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // TestMultiHost turns two Docker hosts into two virtual nodes, one
@@ -104,7 +103,11 @@ func startRemoteNode(t *testing.T) *remoteNode {
 		t.Fatalf("remote cri-compose: %v\n%s", err, tail(h.logs[0], 30))
 	}
 	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	rt, err := remote.NewRemoteRuntimeService(dctx, "unix://"+h.criSock, time.Minute, noop.NewTracerProvider(), false)
+	rt, err := remote.NewRemoteRuntimeServiceBuilder().
+		WithEndpoint("unix://" + h.criSock).
+		WithConnectionTimeout(time.Minute).
+		WithUseStreaming(false).
+		Build(dctx)
 	dcancel()
 	if err != nil {
 		t.Fatal(err)
