@@ -35,6 +35,7 @@ func TestSuiteOnCurrentEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	pe := privengine.Start(t, privengine.Options{Current: true})
+	pe.DefaultRoute() // a suite's API server needs one, as on the machine
 	t.Logf("on dockerd %s (containerd %s): %s", pe.Binaries().DockerdVersion, pe.Binaries().ContainerdVersion, cmd)
 	if err := inNamespace(t, pe, root, cmd); err != nil {
 		t.Errorf("%s on the current engine: %v", cmd, err)

@@ -206,6 +206,17 @@ func checkDocker0(t testing.TB, addr, mtu string) {
 // Host is the engine's unix socket endpoint.
 func (e *Engine) Host() string { return "unix://" + e.sock }
 
+// DefaultRoute gives the namespace a default route, through its bridge,
+// as a machine has: kube-apiserver takes the address it advertises from
+// the default route's interface and will not start without one. Nothing
+// leaves by it: the bridge has no way out.
+func (e *Engine) DefaultRoute() {
+	e.t.Helper()
+	if out, err := exec.Command("ip", "-n", e.netns, "route", "replace", "default", "dev", e.bridge).CombinedOutput(); err != nil {
+		e.t.Fatalf("default route in %s: %v\n%s", e.netns, err, out)
+	}
+}
+
 // NetNS is the path of the engine's network namespace, for
 // `nsenter --net=` (not `ip netns exec`, which remounts /sys and so hides
 // the cgroups).
