@@ -72,10 +72,6 @@ type blkioStat struct {
 	hasBytes, hasServiced bool
 }
 
-// userHZ is the unit of cpuacct.stat: clock ticks, 100 a second on every
-// Linux architecture cri-compose builds for.
-const userHZ = 100
-
 // readExtra reads the metrics-only files of a cgroup; proc ("/proc") is
 // where the processes listed in cgroup.procs are looked at. Files a kernel
 // or a mount lacks leave their figures unset; only cgroup.procs missing
