@@ -143,9 +143,8 @@ func (p cgroupPaths) readExtraV1(x *cgroupExtra) {
 		r, _ := fscommon.GetCgroupParamUint(m, "memory.soft_limit_in_bytes")
 		x.spec.memReservation = limitOrZero(r)
 	}
-	if hasKey(m, "memory.oom_control", "oom_kill") { // since Linux 4.13
-		x.oomKills, _ = fscommon.GetValueByKey(m, "memory.oom_control", "oom_kill")
-		x.hasOOM = true
+	if oc, err := keyValues(m, "memory.oom_control"); err == nil {
+		x.oomKills, x.hasOOM = oc["oom_kill"] // since Linux 4.13
 	}
 	if p.blkio != "" && exists(filepath.Join(p.blkio, "blkio.throttle.io_service_bytes")) {
 		if err := (&cgroupv1.BlkioGroup{}).GetStats(p.blkio, st); err == nil {
@@ -200,10 +199,8 @@ func (p cgroupPaths) readExtraV2(x *cgroupExtra) {
 		x.swap = ms.SwapOnlyUsage.Usage
 		x.maxUsage, x.hasMaxUsage = ms.Usage.MaxUsage, exists(filepath.Join(d, "memory.peak")) // since Linux 5.19
 	}
-	if exists(filepath.Join(d, "memory.events")) {
-		x.failcnt, _ = fscommon.GetValueByKey(d, "memory.events", "max")
-		x.oomKills, _ = fscommon.GetValueByKey(d, "memory.events", "oom_kill")
-		x.hasFailcnt, x.hasOOM = true, true
+	if ev, err := keyValues(d, "memory.events"); err == nil {
+		x.failcnt, x.oomKills, x.hasFailcnt, x.hasOOM = ev["max"], ev["oom_kill"], true, true
 	}
 	if l, err := fscommon.GetCgroupParamUint(d, "memory.max"); err == nil {
 		x.spec.hasMem = true
@@ -231,26 +228,26 @@ func blkioFrom(b cgroups.BlkioStats) []blkioStat {
 		}
 		return s
 	}
-	for _, e := range b.IoServiceBytesRecursive {
-		switch e.Op {
-		case "Read":
+	add := func(entries []cgroups.BlkioStatEntry, bytes bool) {
+		for _, e := range entries {
+			if e.Op != "Read" && e.Op != "Write" {
+				continue // Sync, Async, Total and the like
+			}
 			s := dev(e)
-			s.readBytes, s.hasBytes = e.Value, true
-		case "Write":
-			s := dev(e)
-			s.writeBytes, s.hasBytes = e.Value, true
+			read, write, has := &s.reads, &s.writes, &s.hasServiced
+			if bytes {
+				read, write, has = &s.readBytes, &s.writeBytes, &s.hasBytes
+			}
+			if e.Op == "Read" {
+				*read = e.Value
+			} else {
+				*write = e.Value
+			}
+			*has = true
 		}
 	}
-	for _, e := range b.IoServicedRecursive {
-		switch e.Op {
-		case "Read":
-			s := dev(e)
-			s.reads, s.hasServiced = e.Value, true
-		case "Write":
-			s := dev(e)
-			s.writes, s.hasServiced = e.Value, true
-		}
-	}
+	add(b.IoServiceBytesRecursive, true)
+	add(b.IoServicedRecursive, false)
 	out := make([]blkioStat, 0, len(byDev))
 	for _, s := range byDev {
 		out = append(out, *s)
@@ -264,18 +261,20 @@ func blkioFrom(b cgroups.BlkioStats) []blkioStat {
 	return out
 }
 
-// hasKey says whether a "key value" file has the line of key.
-func hasKey(dir, file, key string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, file))
+// keyValues reads a "key value" per line file (memory.events,
+// memory.oom_control) once, with the cgroup library's line parser.
+func keyValues(dir, file string) (map[string]uint64, error) {
+	b, err := cgroups.ReadFile(dir, file)
 	if err != nil {
-		return false
+		return nil, err
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, _, _ := strings.Cut(line, " "); k == key {
-			return true
+	out := map[string]uint64{}
+	for _, line := range strings.Split(b, "\n") {
+		if k, v, err := fscommon.ParseKeyValue(line); err == nil {
+			out[k] = v
 		}
 	}
-	return false
+	return out, nil
 }
 
 // limitOrZero maps a cgroup v1 "no limit" (about 2^63) to 0.
