@@ -115,3 +115,39 @@ func (r *Registry) PushArchive(ctx context.Context, archive []byte, repos ...str
 	}
 	return nil
 }
+
+// MirrorPath is where a mirror serves an image: the reference's path and
+// tag without its registry host, as cri-compose's --registry-mirror maps
+// them (registry.k8s.io/e2e-test-images/busybox:1.29-2 and
+// gcr.io/k8s-staging-cri-tools/test-image-1:latest become
+// e2e-test-images/busybox:1.29-2 and k8s-staging-cri-tools/test-image-1:latest).
+func MirrorPath(ref string) (string, error) {
+	t, err := name.NewTag(ref, name.StrictValidation)
+	if err != nil {
+		return "", fmt.Errorf("image name %q: %w", ref, err)
+	}
+	return t.RepositoryStr() + ":" + t.TagStr(), nil
+}
+
+// PushMirrored pushes the image of archive under the mirror path of each
+// of refs, so that a runtime mirroring their registries to r pulls it by
+// those names. Names that share a path (registry.k8s.io/pause:3.9 and
+// k8s.gcr.io/pause:3.9) are pushed once.
+func (r *Registry) PushMirrored(ctx context.Context, archive []byte, refs ...string) error {
+	var paths []string
+	pushed := map[string]bool{}
+	for _, ref := range refs {
+		p, err := MirrorPath(ref)
+		if err != nil {
+			return err
+		}
+		if !pushed[p] {
+			pushed[p] = true
+			paths = append(paths, p)
+		}
+	}
+	if err := r.PushArchive(ctx, archive, paths...); err != nil {
+		return fmt.Errorf("image %s: %w", refs[0], err)
+	}
+	return nil
+}

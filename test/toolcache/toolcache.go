@@ -75,6 +75,16 @@ func Cached(ctx context.Context, dir, name, version, pkg string, flags ...string
 // CachedEnv is Cached with env (KEY=value, e.g. CGO_ENABLED=0) added to the
 // build's environment.
 func CachedEnv(ctx context.Context, env []string, dir, name, version, pkg string, flags ...string) (path string, built time.Duration, err error) {
+	return cached(ctx, env, []string{"build"}, dir, name, version, pkg, flags)
+}
+
+// CachedTest is Cached for the test binary of package pkg (`go test -c`),
+// for a suite that runs as a program, such as Kubernetes' e2e.test.
+func CachedTest(ctx context.Context, dir, name, version, pkg string, flags ...string) (path string, built time.Duration, err error) {
+	return cached(ctx, nil, []string{"test", "-c"}, dir, name, version, pkg, flags)
+}
+
+func cached(ctx context.Context, env, verb []string, dir, name, version, pkg string, flags []string) (path string, built time.Duration, err error) {
 	cache, err := Dir()
 	if err != nil {
 		return "", 0, fmt.Errorf("tool cache: %w", err)
@@ -90,7 +100,7 @@ func CachedEnv(ctx context.Context, env []string, dir, name, version, pkg string
 	tmp.Close()
 	defer os.Remove(tmp.Name())
 	start := time.Now()
-	args := append([]string{"build"}, flags...)
+	args := append(append([]string{}, verb...), flags...)
 	args = append(args, "-o", tmp.Name(), pkg)
 	if _, err := goEnv(ctx, env, dir, args...); err != nil {
 		return "", 0, fmt.Errorf("build %s %s: %w", name, version, err)

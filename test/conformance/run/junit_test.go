@@ -59,21 +59,6 @@ func TestShorten(t *testing.T) {
 	}
 }
 
-func TestMirrorPath(t *testing.T) {
-	for ref, want := range map[string]string{
-		"registry.k8s.io/e2e-test-images/busybox:1.29-2":          "e2e-test-images/busybox:1.29-2",
-		"gcr.io/k8s-staging-cri-tools/test-image-1:latest":        "k8s-staging-cri-tools/test-image-1:latest",
-		"registry.k8s.io/pause:3.9":                               "pause:3.9",
-		"k8s.gcr.io/pause:3.9":                                    "pause:3.9",
-		"gcr.io/k8s-staging-cri-tools/hostnet-nginx-amd64:latest": "k8s-staging-cri-tools/hostnet-nginx-amd64:latest",
-	} {
-		got, err := mirrorPath(ref)
-		if err != nil || got != want {
-			t.Errorf("mirrorPath(%q) = %q, %v; want %q", ref, got, err, want)
-		}
-	}
-}
-
 func TestModuleVersion(t *testing.T) {
 	for _, mod := range []string{"sigs.k8s.io/cri-tools", "github.com/onsi/ginkgo/v2"} {
 		got, err := moduleVersion("../tools/go.mod", mod)
