@@ -34,6 +34,7 @@ help:
 	@echo 'make test-engines  test/e2e, test/fault, critest and the basic vk-cri flow on this machine'"'"'s engine, then on a current one (ENGINE=current picks it for one target)'
 	@echo 'make test-engine-current  a current Docker Engine (dockerd 29, containerd 2; built once) runs privately: busybox, then a pod through cri-compose'
 	@echo 'make conformance  critest (cri-tools'"'"' CRI validation suite) against bin/cri-compose, offline'
+	@echo 'make conformance-node  Kubernetes'"'"' e2e.test [NodeConformance] specs against vk-cri on cri-compose (CONFORMANCE_NODE_FLAGS)'
 	@echo 'make fuzz      every fuzz target for FUZZTIME each (default 10s)'
 	@echo 'make churn     the churn test, CI mode (30 pods, leak and memory checks)'
 	@echo 'make soak      200 pods churned for 10 minutes, streaming URL expiry, longer fuzz'
@@ -313,6 +314,26 @@ ifeq ($(ENGINE),current)
 else
 	cd test/vk && GOWORK=off $(GO) test -count=1 -timeout 45m -run '$(VK_RUN)' $(VK_TEST_FLAGS) ./...
 endif
+
+# --- conformance-node: Kubernetes' e2e suite (e2e.test, built from the module
+# proxy by test/vk/tools and cached like kube-apiserver: about an hour of two
+# cores on the first run) judges the virtual node. test/vk's set-up, plus
+# kube-controller-manager and kube-scheduler, an untainted node, and the
+# specs' images served through cri-compose's --registry-mirror; then
+# TestNodeConformance runs the [NodeConformance] specs without
+# [Serial|Slow|Flaky|Disruptive]. CONFORMANCE_NODE_FLAGS adds e2e.test flags
+# (--ginkgo.focus=…, --ginkgo.skip=…, --ginkgo.procs=2). The JUnit report and
+# the suite's log are in test/vk/_output/conformance-node; the last line is
+# "N passed, N failed, N skipped".
+CONFORMANCE_NODE_FLAGS ?=
+
+.PHONY: conformance-node
+conformance-node: ensure-docker ensure-tools
+	mkdir -p test/vk/_output
+	cd test/vk && rc=0; VK_NODE_CONFORMANCE=1 VK_E2E_RACE=0 CONFORMANCE_NODE_FLAGS='$(CONFORMANCE_NODE_FLAGS)' \
+		GOWORK=off $(GO) test -count=1 -timeout 150m -run '^TestNodeConformance$$' -v . > _output/conformance-node.log 2>&1 || rc=$$?; \
+		grep -E '^(=== RUN|--- |\s+node_conformance_test.go|FAIL|ok|vk e2e)' _output/conformance-node.log | tail -60; \
+		tail -1 _output/conformance-node/summary.txt 2>/dev/null || echo 'no summary: see test/vk/_output/conformance-node.log'; exit $$rc
 
 # --- demo: the whole stack on this machine. test/vk's set-up (kube-apiserver
 # + etcd on loopback, bin/cri-compose, bin/vk-cri) and its TestDemo, run from

@@ -131,8 +131,14 @@ func setup() (cleanup func()) {
 		binDir             = filepath.Join(runDir, "bin")
 		buildStart         = time.Now()
 	)
+	toolsDir := filepath.Join(repoRoot, "test", "vk", "tools")
 	wg.Go(func() {
-		apiserver, etcdBin, toolsTook, toolsErr = controlPlaneBinaries(ctx, filepath.Join(repoRoot, "test", "vk", "tools"))
+		apiserver, etcdBin, toolsTook, toolsErr = controlPlaneBinaries(ctx, toolsDir)
+		if toolsErr == nil && nodeConformance { // node_conformance_test.go
+			var more time.Duration
+			more, toolsErr = nodeConformanceTools(ctx, toolsDir)
+			toolsTook += more
+		}
 	})
 	wg.Go(func() {
 		// vk-cri with the race detector: the suite is its busiest user.
@@ -172,6 +178,14 @@ func setup() (cleanup func()) {
 		timings = append(timings, fmt.Sprintf("control plane built in %v (cold)", toolsTook.Round(time.Second)))
 	}
 	timed("binaries", buildStart)
+	var criExtra []string // cri-compose's flags for node conformance
+	if nodeConformance {
+		start := time.Now()
+		if criExtra, err = startE2ERegistry(ctx, toolsDir); err != nil {
+			return fail(err)
+		}
+		timed("e2e images", start)
+	}
 
 	// Certificates: a CA for the kubelet API's clients, and the client
 	// certificate the API server presents to it (for logs and exec).
@@ -227,6 +241,9 @@ func setup() (cleanup func()) {
 	for k, v := range nodeAuthorization { // identity_test.go
 		args.Set(k, v)
 	}
+	if nodeConformance { // envtest turns ServiceAccount admission off
+		args.Disable("disable-admission-plugins")
+	}
 	if restConfig, err = env.Start(); err != nil {
 		return fail(fmt.Errorf("start control plane: %w", err))
 	}
@@ -242,6 +259,11 @@ func setup() (cleanup func()) {
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		return fail(err)
 	}
+	if nodeConformance {
+		if err := startKubeControllers(kubeconfig); err != nil {
+			return fail(err)
+		}
+	}
 	timed("control plane", start)
 
 	// cri-compose.
@@ -251,6 +273,7 @@ func setup() (cleanup func()) {
 	criProc := &suite.Process{Name: "cri-compose", Bin: filepath.Join(binDir, "cri-compose"), Dir: runDir, OwnGroup: true,
 		Args: []string{"--listen", "unix://" + criSock, "--state-dir", filepath.Join(runDir, "cri-state"),
 			"--network", network, "--stream-address", "127.0.0.1:0", "-v=2"}}
+	criProc.Args = append(criProc.Args, criExtra...)
 	if err := criProc.Start(); err != nil {
 		return fail(err)
 	}
@@ -303,6 +326,9 @@ func setup() (cleanup func()) {
 		"--allowed-unsafe-sysctls=kernel.msg*",
 		// Small enough that TestLogRotation rotates often (logrotate_test.go).
 		"--container-log-max-size=1Mi", "--container-log-max-files=3", "--container-log-monitor-interval=3s"}
+	if nodeConformance { // the scheduler places the suite's pods on it
+		vkArgs = append(vkArgs, "--register-with-taints=", "--pods=110")
+	}
 	// VK_E2E_ARGS: more vk-cri flags, to compare settings (make bench-vk).
 	vkArgs = append(vkArgs, strings.Fields(os.Getenv("VK_E2E_ARGS"))...)
 	vkStarts := 0

@@ -39,11 +39,7 @@ func controlPlaneBinaries(ctx context.Context, toolsDir string) (apiserver, etcd
 // kubectlBinary returns kubectl at the Kubernetes version tools/go.mod pins
 // (the API server's), for `make demo`.
 func kubectlBinary(ctx context.Context, toolsDir string) (string, time.Duration, error) {
-	kv, err := toolcache.ModuleVersion(ctx, toolsDir, "k8s.io/kubernetes")
-	if err != nil {
-		return "", 0, err
-	}
-	return toolcache.Cached(ctx, toolsDir, "kubectl", kv, "k8s.io/kubernetes/cmd/kubectl", "-trimpath", k8sLdflags(kv))
+	return kubeBinary(ctx, toolsDir, "kubectl", "k8s.io/kubernetes/cmd/kubectl")
 }
 
 // k8sLdflags sets the version that a binary of k8s.io/kubernetes at kv
@@ -64,4 +60,36 @@ func metricsServerBinary(ctx context.Context, toolsDir string) (string, time.Dur
 		return "", 0, err
 	}
 	return toolcache.Cached(ctx, toolsDir, "metrics-server", v, "sigs.k8s.io/metrics-server/cmd/metrics-server", "-trimpath", "-ldflags=-s -w")
+}
+
+// kubeBinary returns the command pkg of k8s.io/kubernetes (for example
+// k8s.io/kubernetes/cmd/kube-scheduler) built as name, at the version
+// tools/go.mod pins.
+func kubeBinary(ctx context.Context, toolsDir, name, pkg string) (string, time.Duration, error) {
+	kv, err := toolcache.ModuleVersion(ctx, toolsDir, "k8s.io/kubernetes")
+	if err != nil {
+		return "", 0, err
+	}
+	return toolcache.Cached(ctx, toolsDir, name, kv, pkg, "-trimpath", k8sLdflags(kv))
+}
+
+// e2eTestBinary returns Kubernetes' e2e suite (e2e.test) at the version
+// tools/go.mod pins. It is the biggest build of all: about 10 minutes of
+// two cores with a warm build cache, up to half an hour cold.
+func e2eTestBinary(ctx context.Context, toolsDir string) (string, time.Duration, error) {
+	kv, err := toolcache.ModuleVersion(ctx, toolsDir, "k8s.io/kubernetes")
+	if err != nil {
+		return "", 0, err
+	}
+	return toolcache.CachedTest(ctx, toolsDir, "e2e.test", kv, "k8s.io/kubernetes/test/e2e", "-trimpath", k8sLdflags(kv))
+}
+
+// agnhostBinary returns Kubernetes' e2e test server agnhost, static (for
+// an image without a libc), at the version tools/go.mod pins.
+func agnhostBinary(ctx context.Context, toolsDir string) (string, time.Duration, error) {
+	kv, err := toolcache.ModuleVersion(ctx, toolsDir, "k8s.io/kubernetes")
+	if err != nil {
+		return "", 0, err
+	}
+	return toolcache.CachedEnv(ctx, []string{"CGO_ENABLED=0"}, toolsDir, "agnhost", kv, "k8s.io/kubernetes/test/images/agnhost", "-trimpath", k8sLdflags(kv))
 }

@@ -1,0 +1,146 @@
+// Package kubee2e makes the images that the Kubernetes e2e suite's
+// [NodeConformance] specs (e2e.test v1.37.2) run, under the upstream names
+// of its image manifest (k8s.io/kubernetes/test/utils/image), from what a
+// machine without a registry has: Debian's busybox-static (see
+// test/images), the small static programs of test/images/critest, and
+// agnhost built from k8s.io/kubernetes/test/images/agnhost itself.
+//
+// What each image keeps of the upstream one:
+//
+//   - agnhost (2.66.1, and 2.55, which some specs still name): the real
+//     agnhost at /agnhost (and /agnhost-2), ENTRYPOINT ["/agnhost"], CMD
+//     ["pause"], the ports it exposes, /uploads, porter's localhost
+//     certificate, and the user user-defined-in-image (uid 1000) in group
+//     group-defined-in-image (gid 50000). Upstream is Alpine with curl,
+//     bind-tools, iproute2, netcat, bash and socat; here busybox gives sh,
+//     nc, wget, nslookup and ip, and bash is busybox's sh (its bash applet,
+//     or a script that runs sh).
+//   - busybox (1.37.0-2): busybox and its applets, Cmd ["sh"].
+//   - nginx (1.27.0-2 and 1.28.0-2): HTTP 200 on / at port 80 from
+//     critest's webserver installed as /usr/sbin/nginx, beside busybox.
+//   - nonroot (1.5): busybox with USER 1234.
+//   - nonewprivs (1.4): nnp, setuid and setgid root, at /usr/local/bin/nnp
+//     (prints its effective uid, as test/images/nonewprivs/nnp.go), CMD
+//     ["nnp"], beside busybox.
+//   - pause (registry.k8s.io/pause:3.10.2): cri-compose's own pause.
+package kubee2e
+
+import (
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/cri-compose/cri-compose/pkg/imagebuild"
+	"github.com/cri-compose/cri-compose/pkg/pause"
+	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/images/critest"
+)
+
+// The images' names in e2e.test v1.37.2.
+const (
+	E2EPrefix = "registry.k8s.io/e2e-test-images/"
+
+	Agnhost     = E2EPrefix + "agnhost:2.66.1"
+	AgnhostPrev = E2EPrefix + "agnhost:2.55"
+	Busybox     = E2EPrefix + "busybox:1.37.0-2"
+	Nginx       = E2EPrefix + "nginx:1.27.0-2"
+	NginxNew    = E2EPrefix + "nginx:1.28.0-2"
+	NonRoot     = E2EPrefix + "nonroot:1.5"
+	NoNewPrivs  = E2EPrefix + "nonewprivs:1.4"
+	Pause       = "registry.k8s.io/pause:3.10.2"
+)
+
+// Programs are the executables the images carry.
+type Programs struct {
+	// Agnhost is k8s.io/kubernetes/test/images/agnhost, static.
+	Agnhost []byte
+	// PorterCert and PorterKey are agnhost's porter/localhost.crt and
+	// localhost.key, which upstream adds at the image's root.
+	PorterCert, PorterKey []byte
+	// Critest holds the web server and nnp (critest.Build).
+	Critest critest.Programs
+}
+
+// Images returns every image the NodeConformance specs pull (see the
+// package doc), made with the programs p.
+func Images(p Programs) ([]critest.Image, error) {
+	switch {
+	case len(p.Agnhost) == 0:
+		return nil, fmt.Errorf("kubee2e images: agnhost is missing")
+	case len(p.Critest.Webserver) == 0 || len(p.Critest.NNP) == 0:
+		return nil, fmt.Errorf("kubee2e images: the critest programs are missing")
+	}
+	bb, err := images.BusyboxFiles()
+	if err != nil {
+		return nil, err
+	}
+	base := func(marker string, extra ...imagebuild.File) []imagebuild.File {
+		files := append(slices.Clone(bb),
+			imagebuild.File{Path: "/var/run", Mode: os.ModeDir | 0o755},
+			// Names the image, and makes images of the same files distinct.
+			imagebuild.File{Path: "/etc/kube-e2e-image", Mode: 0o644, Data: []byte(marker + "\n")})
+		return append(files, extra...)
+	}
+	shell := images.BusyboxConfig()
+	nonroot := shell
+	nonroot.User = "1234"
+
+	return []critest.Image{
+		{Refs: []string{Agnhost, AgnhostPrev}, Files: agnhostFiles(base(Agnhost), p), Config: imagebuild.Config{
+			Env:          []string{images.DefaultPath},
+			Entrypoint:   []string{"/agnhost"},
+			Cmd:          []string{"pause"},
+			ExposedPorts: []string{"80/tcp", "8080/tcp", "8081/tcp", "9376/tcp", "5000/tcp"},
+		}},
+		{Refs: []string{Busybox}, Files: base(Busybox), Config: shell},
+		{
+			Refs:  []string{Nginx, NginxNew},
+			Files: base(Nginx, imagebuild.File{Path: "/usr/sbin/nginx", Mode: 0o755, Data: p.Critest.Webserver}),
+			Config: imagebuild.Config{
+				Env: []string{images.DefaultPath}, Cmd: []string{"nginx", "-g", "daemon off;"},
+				ExposedPorts: []string{"80/tcp"},
+			},
+		},
+		{Refs: []string{NonRoot}, Files: base(NonRoot), Config: nonroot},
+		{
+			Refs: []string{NoNewPrivs},
+			Files: base(NoNewPrivs, imagebuild.File{
+				Path: "/usr/local/bin/nnp", Mode: os.ModeSetuid | os.ModeSetgid | 0o755, Data: p.Critest.NNP,
+			}),
+			Config: imagebuild.Config{Env: []string{images.DefaultPath}, Cmd: []string{"nnp"}},
+		},
+		{
+			Refs: []string{Pause},
+			Files: append(slices.Clone(pause.Files()),
+				imagebuild.File{Path: "/etc/kube-e2e-image", Mode: 0o644, Data: []byte(Pause + "\n")}),
+			Config: pause.Config(),
+		},
+	}, nil
+}
+
+// agnhostFiles adds agnhost and what its Dockerfile adds to busybox's files.
+func agnhostFiles(files []imagebuild.File, p Programs) []imagebuild.File {
+	out := make([]imagebuild.File, 0, len(files)+8)
+	hasBash := false
+	for _, f := range files {
+		hasBash = hasBash || f.Path == "/bin/bash"
+		switch f.Path {
+		case "/etc/passwd":
+			f.Data = append(slices.Clone(f.Data), "user-defined-in-image:x:1000:1000:Linux User,,,:/home/user-defined-in-image:/bin/sh\n"...)
+		case "/etc/group":
+			f.Data = append(slices.Clone(f.Data), "user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"...)
+		}
+		out = append(out, f)
+	}
+	if !hasBash { // a busybox built without its bash applet
+		out = append(out, imagebuild.File{Path: "/bin/bash", Mode: 0o755, Data: []byte("#!/bin/sh\nexec /bin/sh \"$@\"\n")})
+	}
+	return append(out,
+		imagebuild.File{Path: "/agnhost", Mode: 0o755, Data: p.Agnhost},
+		imagebuild.File{Path: "/agnhost-2", Link: "agnhost"},
+		imagebuild.File{Path: "/uploads", Mode: os.ModeDir | 0o755},
+		imagebuild.File{Path: "/localhost.crt", Mode: 0o644, Data: p.PorterCert},
+		imagebuild.File{Path: "/localhost.key", Mode: 0o600, Data: p.PorterKey},
+		imagebuild.File{Path: "/home/user-defined-in-image", Mode: os.ModeDir | 0o755, Uid: 1000, Gid: 1000},
+	)
+}
