@@ -1,7 +1,6 @@
 package vk_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/xml"
 	"fmt"
@@ -108,11 +107,7 @@ func startE2ERegistry(ctx context.Context, toolsDir string) ([]string, error) {
 	}
 	prepared.Defer(e2eRegistry.Close)
 	for _, img := range imgs {
-		var archive bytes.Buffer
-		if _, err := img.Archive(&archive); err != nil {
-			return nil, fmt.Errorf("image %s: %w", img.Refs[0], err)
-		}
-		if err := e2eRegistry.PushMirrored(ctx, archive.Bytes(), img.Refs...); err != nil {
+		if err := img.Push(ctx, e2eRegistry); err != nil {
 			return nil, err
 		}
 	}

@@ -231,7 +231,7 @@ func run() (_ *result, status int) {
 	}
 	undo = append(undo, reg.Close)
 	for _, img := range imgs {
-		if err := pushMirrored(ctx, reg, img); err != nil {
+		if err := img.Push(ctx, reg); err != nil {
 			return fail("%v", err)
 		}
 	}

@@ -50,6 +50,7 @@ import (
 	"github.com/cri-compose/cri-compose/pkg/imagebuild"
 	"github.com/cri-compose/cri-compose/pkg/pause"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/registry"
 )
 
 // The images' names in critest v1.37.0.
@@ -129,6 +130,17 @@ type Image struct {
 // Refs, to w and returns its image ID.
 func (img Image) Archive(w io.Writer) (string, error) {
 	return imagebuild.Archive(w, img.Refs, img.Files, img.Config)
+}
+
+// Push pushes the image to reg under the mirror path of each of its names
+// (registry.PushMirrored), for a runtime that mirrors their registries to
+// reg.
+func (img Image) Push(ctx context.Context, reg *registry.Registry) error {
+	var archive bytes.Buffer
+	if _, err := img.Archive(&archive); err != nil {
+		return fmt.Errorf("image %s: %w", img.Refs[0], err)
+	}
+	return reg.PushMirrored(ctx, archive.Bytes(), img.Refs...)
 }
 
 // Images returns every image critest needs (see the package doc), made with
@@ -236,15 +248,22 @@ func webConfig(cmd []string, port int, env []string) imagebuild.Config {
 // group-defined-in-image (gid 50000) it belongs to, as cri-tools'
 // images/image-predefined-group does with adduser and addgroup.
 func predefinedGroup(files []imagebuild.File) []imagebuild.File {
+	return WithUserInGroup(files, "default-user", 1000, "group-defined-in-image", 50000)
+}
+
+// WithUserInGroup adds to busybox's files a user (with a group and a home
+// of the same name) who is also in a second group, as an image's
+// Dockerfile does with adduser and addgroup.
+func WithUserInGroup(files []imagebuild.File, user string, uid int, group string, gid int) []imagebuild.File {
 	out := files[:0:0]
 	for _, f := range files {
 		switch f.Path {
 		case "/etc/passwd":
-			f.Data = append(slices.Clone(f.Data), "default-user:x:1000:1000:Linux User,,,:/home/default-user:/bin/sh\n"...)
+			f.Data = append(slices.Clone(f.Data), fmt.Sprintf("%s:x:%d:%d:Linux User,,,:/home/%s:/bin/sh\n", user, uid, uid, user)...)
 		case "/etc/group":
-			f.Data = append(slices.Clone(f.Data), "default-user:x:1000:\ngroup-defined-in-image:x:50000:default-user\n"...)
+			f.Data = append(slices.Clone(f.Data), fmt.Sprintf("%s:x:%d:\n%s:x:%d:%s\n", user, uid, group, gid, user)...)
 		}
 		out = append(out, f)
 	}
-	return append(out, imagebuild.File{Path: "/home/default-user", Mode: os.ModeDir | 0o755, Uid: 1000, Gid: 1000})
+	return append(out, imagebuild.File{Path: "/home/" + user, Mode: os.ModeDir | 0o755, Uid: uid, Gid: uid})
 }

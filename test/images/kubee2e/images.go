@@ -120,19 +120,9 @@ func Images(p Programs) ([]critest.Image, error) {
 
 // agnhostFiles adds agnhost and what its Dockerfile adds to busybox's files.
 func agnhostFiles(files []imagebuild.File, p Programs) []imagebuild.File {
-	out := make([]imagebuild.File, 0, len(files)+8)
-	hasBash := false
-	for _, f := range files {
-		hasBash = hasBash || f.Path == "/bin/bash"
-		switch f.Path {
-		case "/etc/passwd":
-			f.Data = append(slices.Clone(f.Data), "user-defined-in-image:x:1000:1000:Linux User,,,:/home/user-defined-in-image:/bin/sh\n"...)
-		case "/etc/group":
-			f.Data = append(slices.Clone(f.Data), "user-defined-in-image:x:1000:\ngroup-defined-in-image:x:50000:user-defined-in-image\n"...)
-		}
-		out = append(out, f)
-	}
-	if !hasBash { // a busybox built without its bash applet
+	out := critest.WithUserInGroup(files, "user-defined-in-image", 1000, "group-defined-in-image", 50000)
+	if !slices.ContainsFunc(out, func(f imagebuild.File) bool { return f.Path == "/bin/bash" }) {
+		// a busybox built without its bash applet
 		out = append(out, imagebuild.File{Path: "/bin/bash", Mode: 0o755, Data: []byte("#!/bin/sh\nexec /bin/sh \"$@\"\n")})
 	}
 	return append(out,
@@ -141,6 +131,5 @@ func agnhostFiles(files []imagebuild.File, p Programs) []imagebuild.File {
 		imagebuild.File{Path: "/uploads", Mode: os.ModeDir | 0o755},
 		imagebuild.File{Path: "/localhost.crt", Mode: 0o644, Data: p.PorterCert},
 		imagebuild.File{Path: "/localhost.key", Mode: 0o600, Data: p.PorterKey},
-		imagebuild.File{Path: "/home/user-defined-in-image", Mode: os.ModeDir | 0o755, Uid: 1000, Gid: 1000},
 	)
 }
