@@ -229,7 +229,9 @@ func ComposeYAML(p *types.Project) ([]byte, error) {
 		return nil, fmt.Errorf("render compose file of %s: %w", p.Name, err)
 	}
 	listify := extensionKeys(p)
-	if !listify && !bytes.Contains(b, []byte("$")) && !tabIndented(b) {
+	// A value that is not UTF-8 is written as base64 (!!binary), which
+	// hides its '$' from the check below.
+	if !listify && !bytes.Contains(b, []byte("$")) && !bytes.Contains(b, []byte("!!binary")) && !tabIndented(b) {
 		return b, nil
 	}
 	var doc yaml.Node

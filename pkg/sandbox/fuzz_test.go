@@ -267,6 +267,7 @@ func FuzzComposeYAML(f *testing.F) {
 	f.Add("a\nservices:\n  evil: {}", "\n\"privileged\": true", "K", "v\nprivileged: true", "k: v", "- x", "~", "services")
 	f.Add("", "", "e", "", "", "", "", "")
 	f.Add("'", "\"", "x-y.z", "\t", "com.example/x", "{a: b}", "relative/dir", "-leading")
+	f.Add("", "", "0", "$A\x9c", "0", "", "", "0") // not UTF-8, so base64: its '$' still escaped
 	f.Fuzz(func(t *testing.T, cmd, arg, envKey, envVal, labelKey, labelVal, workDir, name string) {
 		cfg := testContainer()
 		cfg.Metadata.Name = name
