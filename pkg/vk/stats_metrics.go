@@ -2,6 +2,7 @@ package vk
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,11 +86,33 @@ func (c resourceCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// GetMetricsResource is the kubelet API's /metrics/resource.
+// GetMetricsResource is the kubelet API's /metrics/resource, each
+// sample's labels in the order kubelet declares them.
 func (p *Provider) GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily, error) {
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(resourceCollector{ctx: ctx, p: p}); err != nil {
 		return nil, err
 	}
-	return reg.Gather()
+	mfs, err := reg.Gather()
+	declaredLabelOrder(mfs)
+	return mfs, err
+}
+
+// resourceLabelRank is the order of the resource metrics' labels as
+// kubelet's collector declares them: container, pod, namespace.
+var resourceLabelRank = map[string]int{"container": 0, "pod": 1, "namespace": 2}
+
+// declaredLabelOrder puts every sample's labels in the declared order. The
+// registry sorts them by name (container, namespace, pod), and clients
+// that take a sample's labels by position, as virtual-kubelet's provider
+// suite does, read the namespace for the pod; clients that go by name
+// (metrics-server, Prometheus) read either order the same.
+func declaredLabelOrder(mfs []*dto.MetricFamily) {
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			slices.SortStableFunc(m.Label, func(a, b *dto.LabelPair) int {
+				return resourceLabelRank[a.GetName()] - resourceLabelRank[b.GetName()]
+			})
+		}
+	}
 }

@@ -2,6 +2,8 @@ package vk
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -88,6 +90,24 @@ func TestStatsFromContainerStats(t *testing.T) {
 	}
 	if m := find("container_cpu_usage_seconds_total", map[string]string{"container": "a", "pod": "web", "namespace": "ns"}); m.GetCounter().GetValue() != 3 || m.GetTimestampMs() == 0 {
 		t.Errorf("container a CPU: %v", m)
+	}
+	// Labels in kubelet's declared order, for clients that read them by
+	// position.
+	for _, name := range []string{"container_cpu_usage_seconds_total", "container_memory_working_set_bytes",
+		"container_start_time_seconds", "pod_cpu_usage_seconds_total"} {
+		want := []string{"container", "pod", "namespace"}
+		if strings.HasPrefix(name, "pod_") {
+			want = want[1:]
+		}
+		for _, m := range got[name].GetMetric() {
+			var names []string
+			for _, l := range m.GetLabel() {
+				names = append(names, l.GetName())
+			}
+			if !slices.Equal(names, want) {
+				t.Errorf("%s labels %v, want %v", name, names, want)
+			}
+		}
 	}
 	if m := find("pod_memory_working_set_bytes", map[string]string{"pod": "web", "namespace": "ns"}); m.GetGauge().GetValue() != 15<<20 {
 		t.Errorf("pod memory: %v", m)
