@@ -87,27 +87,29 @@ func (c resourceCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // GetMetricsResource is the kubelet API's /metrics/resource, each
-// sample's labels in the order kubelet declares them.
+// sample's labels from the outside in (namespace, pod, container).
 func (p *Provider) GetMetricsResource(ctx context.Context) ([]*dto.MetricFamily, error) {
 	reg := prometheus.NewPedanticRegistry()
 	if err := reg.Register(resourceCollector{ctx: ctx, p: p}); err != nil {
 		return nil, err
 	}
 	mfs, err := reg.Gather()
-	declaredLabelOrder(mfs)
+	labelsOutsideIn(mfs)
 	return mfs, err
 }
 
-// resourceLabelRank is the order of the resource metrics' labels as
-// kubelet's collector declares them: container, pod, namespace.
-var resourceLabelRank = map[string]int{"container": 0, "pod": 1, "namespace": 2}
+// resourceLabelRank orders the resource metrics' labels from the outside
+// in: namespace, pod, container. For the pod metrics that is kubelet's
+// own order (the registry's, by name); for the container metrics kubelet
+// gives the container first. Clients that go by name (metrics-server,
+// Prometheus) read any order the same, and those that take a label by
+// position, as virtual-kubelet's provider suite does (the pod's name
+// second, for pod and container metrics alike), find the pod where they
+// look.
+var resourceLabelRank = map[string]int{"namespace": 0, "pod": 1, "container": 2}
 
-// declaredLabelOrder puts every sample's labels in the declared order. The
-// registry sorts them by name (container, namespace, pod), and clients
-// that take a sample's labels by position, as virtual-kubelet's provider
-// suite does, read the namespace for the pod; clients that go by name
-// (metrics-server, Prometheus) read either order the same.
-func declaredLabelOrder(mfs []*dto.MetricFamily) {
+// labelsOutsideIn puts every sample's labels in resourceLabelRank's order.
+func labelsOutsideIn(mfs []*dto.MetricFamily) {
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			slices.SortStableFunc(m.Label, func(a, b *dto.LabelPair) int {

@@ -91,13 +91,12 @@ func TestStatsFromContainerStats(t *testing.T) {
 	if m := find("container_cpu_usage_seconds_total", map[string]string{"container": "a", "pod": "web", "namespace": "ns"}); m.GetCounter().GetValue() != 3 || m.GetTimestampMs() == 0 {
 		t.Errorf("container a CPU: %v", m)
 	}
-	// Labels in kubelet's declared order, for clients that read them by
-	// position.
+	// Labels from the outside in, for clients that read them by position.
 	for _, name := range []string{"container_cpu_usage_seconds_total", "container_memory_working_set_bytes",
 		"container_start_time_seconds", "pod_cpu_usage_seconds_total"} {
-		want := []string{"container", "pod", "namespace"}
+		want := []string{"namespace", "pod", "container"}
 		if strings.HasPrefix(name, "pod_") {
-			want = want[1:]
+			want = want[:2]
 		}
 		for _, m := range got[name].GetMetric() {
 			var names []string
