@@ -324,14 +324,17 @@ endif
 # [Serial|Slow|Flaky|Disruptive]. CONFORMANCE_NODE_FLAGS adds e2e.test flags
 # (--ginkgo.focus=…, --ginkgo.skip=…, --ginkgo.procs=2). The JUnit report and
 # the suite's log are in test/vk/_output/conformance-node; the last line is
-# "N passed, N failed, N skipped".
+# "N passed, N failed, N skipped". VK_SUITE=1 runs virtual-kubelet's own
+# provider suite (TestProviderSuite, also part of make test-vk) after it.
 CONFORMANCE_NODE_FLAGS ?=
+VK_SUITE ?=
+CONFORMANCE_NODE_RUN = ^TestNodeConformance$$$(if $(filter 1,$(VK_SUITE)),|^TestProviderSuite$$)
 
 .PHONY: conformance-node
 conformance-node: ensure-docker ensure-tools
 	mkdir -p test/vk/_output
 	cd test/vk && rc=0; VK_NODE_CONFORMANCE=1 VK_E2E_RACE=0 CONFORMANCE_NODE_FLAGS='$(CONFORMANCE_NODE_FLAGS)' \
-		GOWORK=off $(GO) test -count=1 -timeout 150m -run '^TestNodeConformance$$' -v . > _output/conformance-node.log 2>&1 || rc=$$?; \
+		GOWORK=off $(GO) test -count=1 -timeout 150m -run '$(CONFORMANCE_NODE_RUN)' -v . > _output/conformance-node.log 2>&1 || rc=$$?; \
 		grep -E '^(=== RUN|--- |\s+node_conformance_test.go|FAIL|ok|vk e2e)' _output/conformance-node.log | tail -60; \
 		tail -1 _output/conformance-node/summary.txt 2>/dev/null || echo 'no summary: see test/vk/_output/conformance-node.log'; exit $$rc
 
