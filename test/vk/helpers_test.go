@@ -32,23 +32,20 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() (bool, stri
 }
 
 func waitNodeReady(name string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
+	return suite.Poll("node "+name+" Ready", d, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
 		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		cancel()
-		if err == nil {
-			for _, c := range n.Status.Conditions {
-				if c.Type == v1.NodeReady && c.Status == v1.ConditionTrue {
-					return nil
-				}
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady {
+				return c.Status == v1.ConditionTrue, c.Reason + ": " + c.Message
 			}
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s not Ready after %v (last error %v)", name, d, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false, "no Ready condition"
+	})
 }
 
 // namespace makes a namespace for t.
@@ -109,14 +106,12 @@ func sandboxesOf(t *testing.T, rt internalapi.RuntimeService, uid string) []*run
 	// pods from the engine again; kubelet retries it, and so does this.
 	var sbs []*runtimeapi.PodSandbox
 	var err error
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	_ = suite.Poll("the runtime available", 30*time.Second, func() (bool, string) {
 		sbs, err = rt.ListPodSandbox(context.Background(), &runtimeapi.PodSandboxFilter{
 			LabelSelector: map[string]string{"io.kubernetes.pod.uid": uid},
 		})
-		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
-			break
-		}
-	}
+		return status.Code(err) != codes.Unavailable, fmt.Sprint(err)
+	})
 	if err != nil {
 		t.Fatalf("CRI ListPodSandbox: %v", err)
 	}
