@@ -54,6 +54,8 @@ type startSpec struct {
 	termFile string
 	// pidTarget: an ephemeral container's target (ephemeral.go).
 	pidTarget string
+	// hostsFile is the pod's hosts file, mounted at /etc/hosts ("": none).
+	hostsFile string
 }
 
 // makeContainerConfig is the CRI container for s.c, as kubelet builds it
@@ -77,6 +79,9 @@ func makeContainerConfig(pod *v1.Pod, s startSpec) (*runtimeapi.ContainerConfig,
 	mounts, err := makeMounts(c, s.volumes, envMap)
 	if err != nil {
 		return nil, err
+	}
+	if s.hostsFile != "" && !mountsEtcHosts(c) {
+		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: etcHostsPath, HostPath: s.hostsFile})
 	}
 	if s.termFile != "" && c.TerminationMessagePath != "" {
 		mounts = append(mounts, &runtimeapi.Mount{ContainerPath: c.TerminationMessagePath, HostPath: s.termFile})

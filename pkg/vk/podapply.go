@@ -310,9 +310,14 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *v1.Container, ini
 				err = os.WriteFile(termFile, nil, 0o666)
 			}
 		}
+		hostsFile := ""
+		// As kubelet: only once the pod has an address (or the node's).
+		if err == nil && len(env.ips.podIPs) > 0 && !mountsEtcHosts(c) {
+			hostsFile, err = writeHostsFile(podDir(w.p.cfg.StateDir, pod.UID), pod, env.ips.podIPs, w.p.cfg.DNS.domain())
+		}
 		if err == nil {
 			cfg, err = makeContainerConfig(pod, startSpec{c: c, init: init, attempt: attempt, imageRef: imageRef,
-				env: vars, volumes: env.volumes, termFile: termFile, pidTarget: env.pidTarget})
+				env: vars, volumes: env.volumes, termFile: termFile, pidTarget: env.pidTarget, hostsFile: hostsFile})
 		}
 	}
 	if err != nil {

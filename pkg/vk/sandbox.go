@@ -26,6 +26,14 @@ type DNS struct {
 	ResolvConf string
 }
 
+// domain is the cluster's DNS domain, cluster.local unless set.
+func (d DNS) domain() string {
+	if d.ClusterDomain == "" {
+		return "cluster.local"
+	}
+	return d.ClusterDomain
+}
+
 // makeSandboxConfig is the CRI sandbox of a pod at attempt, as kubelet
 // builds it (generatePodSandboxConfig).
 func (p *Provider) makeSandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.PodSandboxConfig, error) {
@@ -38,7 +46,10 @@ func (p *Provider) makeSandboxConfig(pod *v1.Pod, attempt uint32) (*runtimeapi.P
 		LogDirectory: p.podLogDir(pod),
 	}
 	if !pod.Spec.HostNetwork {
-		h, err := podHostname(pod)
+		h, domain, err := podHostnameAndDomain(pod, p.cfg.DNS.domain())
+		if err == nil {
+			h, err = kernelHostname(pod, h, domain)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -101,22 +112,6 @@ func protocol(p v1.Protocol) runtimeapi.Protocol {
 		return runtimeapi.Protocol_SCTP
 	}
 	return runtimeapi.Protocol_TCP
-}
-
-// podHostname is spec.hostname or the pod's name, cut to 63 characters
-// as kubelet does (and without a trailing - or .).
-func podHostname(pod *v1.Pod) (string, error) {
-	h := pod.Spec.Hostname
-	if h == "" {
-		h = pod.Name
-	}
-	if len(h) > 63 {
-		h = strings.TrimRight(h[:63], "-.")
-	}
-	if h == "" {
-		return "", fmt.Errorf("pod %s/%s: empty hostname", pod.Namespace, pod.Name)
-	}
-	return h, nil
 }
 
 // namespaceOptions are the pod's host namespaces; pid is shared in the pod
@@ -218,10 +213,7 @@ func (d DNS) podDNS(pod *v1.Pod) (*runtimeapi.DNSConfig, error) {
 	var cfg *runtimeapi.DNSConfig
 	switch policy {
 	case v1.DNSClusterFirst:
-		domain := d.ClusterDomain
-		if domain == "" {
-			domain = "cluster.local"
-		}
+		domain := d.domain()
 		cfg = &runtimeapi.DNSConfig{
 			Servers:  slices.Clone(d.ClusterDNS),
 			Searches: []string{pod.Namespace + ".svc." + domain, "svc." + domain, domain},

@@ -3,6 +3,7 @@ package vk_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 
 // Pod spec fields vk-cri resolves as kubelet does, end to end against the
 // real API server and cri-compose: runAsNonRoot, RuntimeClass,
-// subPathExpr and fileKeyRef env.
+// subPathExpr, fileKeyRef env and the managed /etc/hosts.
 
 // sleeper is a busybox container that runs until told to stop.
 func sleeper(name string) v1.Container {
@@ -218,5 +219,51 @@ func TestSpecFileKeyRef(t *testing.T) {
 	got := execIn(t, p, "main", "sh", "-c", `echo "$GREETING|$MULTI|${OPT-unset}"`)
 	if want := "hello from init|two\nlines|unset\n"; got != want {
 		t.Errorf("env: %q, want %q", got, want)
+	}
+}
+
+// TestSpecEtcHosts: every container gets the node-managed /etc/hosts, with
+// the pod's FQDN (hostname.subdomain) and its hostAliases, unless it
+// mounts something at /etc/hosts itself; a host-network pod gets the
+// node's hosts file and its aliases.
+func TestSpecEtcHosts(t *testing.T) {
+	need(t)
+	ns := namespace(t)
+	own := sleeper("own")
+	own.VolumeMounts = []v1.VolumeMount{{Name: "hosts", MountPath: "/etc/hosts", SubPath: "hosts"}}
+	pod := specPod(ns, "etc-hosts", sleeper("main"), own)
+	pod.Spec.Hostname, pod.Spec.Subdomain = "h", "sub"
+	pod.Spec.HostAliases = []v1.HostAlias{{IP: "123.45.67.89", Hostnames: []string{"foo.example", "bar"}}}
+	init := busybox("write", `echo "10.9.8.7 mine" > /v/hosts`)
+	init.VolumeMounts = []v1.VolumeMount{{Name: "hosts", MountPath: "/v"}}
+	pod.Spec.InitContainers = []v1.Container{init}
+	pod.Spec.Volumes = []v1.Volume{{Name: "hosts", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	pod = createPod(t, pod)
+	p := waitRunning(t, ns, pod.Name)
+	hosts := execIn(t, p, "main", "cat", "/etc/hosts")
+	for _, want := range []string{"# Kubernetes-managed hosts file.\n",
+		p.Status.PodIP + "\th.sub." + ns + ".svc.cluster.local\th\n",
+		"# Entries added by HostAliases.\n123.45.67.89\tfoo.example\tbar\n"} {
+		if !strings.Contains(hosts, want) {
+			t.Errorf("/etc/hosts of main lacks %q:\n%s", want, hosts)
+		}
+	}
+	if got := execIn(t, p, "own", "cat", "/etc/hosts"); got != "10.9.8.7 mine\n" {
+		t.Errorf("/etc/hosts of the container that mounts its own: %q", got)
+	}
+
+	hn := specPod(ns, "etc-hosts-hostnet", sleeper("main"))
+	hn.Spec.HostNetwork = true
+	hn.Spec.HostAliases = pod.Spec.HostAliases
+	hn = createPod(t, hn)
+	p = waitRunning(t, ns, hn.Name)
+	node, err := os.ReadFile("/etc/hosts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# Kubernetes-managed hosts file (host network).\n" + string(node) +
+		"\n# Entries added by HostAliases.\n123.45.67.89\tfoo.example\tbar\n"
+	if got := execIn(t, p, "main", "cat", "/etc/hosts"); got != want {
+		t.Errorf("/etc/hosts of the host-network pod:\n%s\nwant:\n%s", got, want)
 	}
 }
