@@ -240,18 +240,15 @@ func startObserver(e *benchEnv, p *suite.Daemon, n int) (*cri.Server, func(), er
 	done := make(chan struct{})
 	go func() { srv.Run(ctx); close(done) }()
 	stop := func() { cancel(); <-done; d.Close() }
-	deadline := time.Now().Add(5 * time.Minute)
-	for {
+	what := fmt.Sprintf("the in-process server to list %d containers", n)
+	if err := suite.Poll(what, 5*time.Minute, func() (bool, string) {
 		r, err := srv.ListContainers(ctx, &runtime.ListContainersRequest{})
-		if err == nil && len(r.GetContainers()) >= n {
-			return srv, stop, nil
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return nil, nil, fmt.Errorf("the in-process server lists %d of %d containers after 5 minutes (%v)", len(r.GetContainers()), n, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil && len(r.GetContainers()) >= n, fmt.Sprintf("%d listed (%v)", len(r.GetContainers()), err)
+	}); err != nil {
+		stop()
+		return nil, nil, err
 	}
+	return srv, stop, nil
 }
 
 // handlerLatency calls the list handlers directly on an observer (above).

@@ -318,17 +318,13 @@ func (e *env) round(r, n int) usage {
 		if logs[i] == "" {
 			return
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		// Poll, not Eventually: this runs off the test goroutine, and fail
+		// caps how many errors are reported.
+		if err := suite.Poll("log "+logs[i]+" to hold its line", 30*time.Second, func() (bool, string) {
 			b, _ := os.ReadFile(logs[i])
-			if strings.Contains(string(b), " stdout F hello from ") {
-				return
-			}
-			if time.Now().After(deadline) {
-				fail("log %s still lacks its line after 30s: %q", logs[i], b)
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
+			return strings.Contains(string(b), " stdout F hello from "), fmt.Sprintf("%q", b)
+		}); err != nil {
+			fail("%v", err)
 		}
 	})
 	peak := e.measure()

@@ -2,6 +2,7 @@ package fault
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -226,15 +227,8 @@ func TestEngineAway(t *testing.T) {
 // waitState polls ContainerStatus until the container is in state.
 func waitState(t *testing.T, k *kube, id string, state runtime.ContainerState, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	suite.Eventually(t, fmt.Sprintf("container %s to be %v", id[:12], state), timeout, func() (bool, string) {
 		st := ctrState(k, id)
-		if st == state {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("container %s still %v after %v, want %v", id[:12], st, timeout, state)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return st == state, st.String()
+	})
 }

@@ -231,17 +231,15 @@ func (k *kube) timedCall(method string, call func(ctx context.Context) error) (c
 	start := time.Now()
 	err = call(ctx)
 	client = time.Since(start)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	suite.Eventually(k.t, method+": the server's handler to finish after the call", 10*time.Second, func() (bool, string) {
 		n, sum := k.handled(method)
 		if n > n0 {
-			return client, time.Duration((sum - sum0) * float64(time.Second)), err
+			server = time.Duration((sum - sum0) * float64(time.Second))
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			k.t.Fatalf("%s: the server's handler is not done 10 s after the call", method)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%d calls finished, %d before", n, n0)
+	})
+	return client, server, err
 }
 
 // handled is how many calls of method the server finished, and the

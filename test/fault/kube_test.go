@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,10 +198,11 @@ func (k *kube) consistent(when string) {
 // landed after its caller gave up) reaches the runtime as an event.
 func (k *kube) consistentWithin(when string, timeout time.Duration) {
 	k.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for len(k.disagreements()) > 0 && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-	}
+	// A timeout is not the failure: consistent reports each disagreement.
+	_ = suite.Poll("the runtime to agree with the engine", timeout, func() (bool, string) {
+		d := k.disagreements()
+		return len(d) == 0, strings.Join(d, "; ")
+	})
 	k.consistent(when)
 }
 

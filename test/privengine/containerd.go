@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // The containerd of a current engine (Options.Current), in the engine's
@@ -105,11 +107,11 @@ func (e *Engine) startContainerd() {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
 	e.ctrd, e.ctrdExited = cmd, exited
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if c, err := net.DialTimeout("unix", e.containerdSock(), time.Second); err == nil {
+	if err := suite.Poll("the private containerd to accept connections", 30*time.Second, func() (bool, string) {
+		c, err := net.DialTimeout("unix", e.containerdSock(), time.Second)
+		if err == nil {
 			c.Close()
-			return
+			return true, ""
 		}
 		select {
 		case <-exited:
@@ -117,10 +119,9 @@ func (e *Engine) startContainerd() {
 			e.t.Fatalf("private containerd exited at start: %v\n%s", cmd.ProcessState, e.ContainerdLog())
 		default:
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("private containerd does not accept connections after 30s\n%s", e.ContainerdLog())
-		}
-		time.Sleep(50 * time.Millisecond)
+		return false, err.Error()
+	}); err != nil {
+		e.t.Fatalf("%v\n%s", err, e.ContainerdLog())
 	}
 }
 

@@ -306,23 +306,21 @@ func (e *Engine) StartDaemon(liveRestore bool) {
 		e.t.Fatal(err)
 	}
 	defer c.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	if err := suite.Poll("the private dockerd to answer", 60*time.Second, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_, err := c.Ping(ctx)
 		cancel()
 		if err == nil {
-			return
+			return true, ""
 		}
 		select {
 		case <-exited:
 			e.t.Fatalf("private dockerd exited at start: %v\n%s", cmd.ProcessState, e.Log())
 		default:
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("private dockerd does not answer after 60s: %v\n%s", err, e.Log())
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false, err.Error()
+	}); err != nil {
+		e.t.Fatalf("%v\n%s", err, e.Log())
 	}
 }
 

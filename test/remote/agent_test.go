@@ -12,6 +12,7 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // agentAuth: no identity file, the key in a real ssh-agent
@@ -29,17 +30,14 @@ func agentAuth(t *testing.T, h *host) {
 		t.Fatal(err)
 	}
 	defer func() { _ = agent.Process.Kill(); _ = agent.Wait() }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if c, err := net.Dial("unix", sock); err == nil {
-			c.Close()
-			break
+	suite.Eventually(t, "ssh-agent to listen", 10*time.Second, func() (bool, string) {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("ssh-agent does not listen after 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		c.Close()
+		return true, ""
+	})
 	add := exec.Command("ssh-add", h.identity)
 	add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
 	if out, err := add.CombinedOutput(); err != nil {

@@ -302,17 +302,10 @@ func (k *kube) sweptAfterRestart() {
 		t.Fatal("no container of the pod to remove behind cri-compose's back")
 	}
 	k.d.Start()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	suite.Eventually(t, "no staged volumes of a pod removed while cri-compose was down, after its restart", 20*time.Second, func() (bool, string) {
 		vols, err := k.eng.VolumeList(k.ctx, label)
-		if err == nil && len(vols) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("staged volumes of a pod removed while cri-compose was down, after its restart: %v (%v), want none", vols, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && len(vols) == 0, fmt.Sprintf("%v (%v)", vols, err)
+	})
 }
 
 func sleeper(name string) *runtime.ContainerConfig {
@@ -401,17 +394,10 @@ func (k *kube) exec(id string, cmd ...string) string {
 // waitExec runs cmd until its output is want.
 func (k *kube) waitExec(id, want string, timeout time.Duration, cmd ...string) {
 	k.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	suite.Eventually(k.t, fmt.Sprintf("%v to print %q", cmd, want), timeout, func() (bool, string) {
 		got := k.exec(id, cmd...)
-		if got == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			k.t.Fatalf("%v still prints %q after %v, want %q", cmd, got, timeout, want)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return got == want, fmt.Sprintf("%q", got)
+	})
 }
 
 // forwardGet forwards a local port to port of the pod with client-go's
@@ -433,18 +419,21 @@ func (k *kube) forwardGet(podID string, port int32) string {
 		fw.Wait(t, 20*time.Second)
 	}()
 	// httpd may still be starting: the first GETs can be refused.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		code, body, err := fw.Get("/index.html")
-		if err == nil {
-			if code == http.StatusOK {
-				return body
-			}
-			t.Fatalf("GET through the forward: %d %q", code, body)
+	// Only a failed GET is retried; a wrong status fails at once.
+	var code int
+	var body string
+	if err := suite.Poll("a GET through the forward", 15*time.Second, func() (bool, string) {
+		var err error
+		code, body, err = fw.Get("/index.html")
+		if err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET through the forward: %v\n%s", err, k.d.LogTail(20))
-		}
-		time.Sleep(200 * time.Millisecond)
+		return true, ""
+	}); err != nil {
+		t.Fatalf("GET through the forward: %v\n%s", err, k.d.LogTail(20))
 	}
+	if code != http.StatusOK {
+		t.Fatalf("GET through the forward: %d %q", code, body)
+	}
+	return body
 }

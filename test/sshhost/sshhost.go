@@ -23,6 +23,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // Server is Debian's OpenSSH server on 127.0.0.1 with its own config, host
@@ -136,12 +137,11 @@ func (s *Server) Start() {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
 	s.cmd, s.exited = cmd, exited
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	suite.Eventually(s.t, fmt.Sprintf("sshd to listen on %d", s.Port), 20*time.Second, func() (bool, string) {
 		c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)), time.Second)
 		if err == nil {
 			c.Close()
-			return
+			return true, ""
 		}
 		select {
 		case <-exited:
@@ -149,11 +149,8 @@ func (s *Server) Start() {
 			s.t.Fatalf("sshd exited at start: %v\n%s", cmd.ProcessState, b)
 		default:
 		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("sshd does not listen on %d after 20s", s.Port)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, err.Error()
+	})
 }
 
 // Stop kills sshd and its connections' processes (each in a session of
