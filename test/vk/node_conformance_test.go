@@ -250,6 +250,10 @@ func ginkgoBinary() (string, time.Duration, error) {
 func e2eArgs(extra []string, junitPath string) (ginkgo, e2e []string, procs int) {
 	procs = 1
 	focus, skip := "--focus="+nodeConformanceFocus, "--skip="+nodeConformanceSkip
+	// ginkgo's own default of one hour ends a full run on this node part
+	// way (each spec that fails waits out its own timeout, 5 to 10
+	// minutes), and go test's -timeout bounds the whole anyway.
+	timeout := "--timeout=140m"
 	for i := 0; i < len(extra); i++ {
 		a := extra[i]
 		name := strings.TrimLeft(a, "-")
@@ -279,10 +283,13 @@ func e2eArgs(extra []string, junitPath string) (ginkgo, e2e []string, procs int)
 		case "skip":
 			skip = flag
 			continue
+		case "timeout":
+			timeout = flag
+			continue
 		}
 		ginkgo = append(ginkgo, flag)
 	}
-	return append(ginkgo, focus, skip, "--junit-report="+junitPath, "--no-color"), e2e, procs
+	return append(ginkgo, focus, skip, timeout, "--junit-report="+junitPath, "--no-color"), e2e, procs
 }
 
 // ginkgoAsE2E spells ginkgo CLI flags as e2e.test takes them (--ginkgo.X).
