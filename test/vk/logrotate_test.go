@@ -26,22 +26,30 @@ const (
 	rotateMaxFiles = 3
 )
 
-// TestLogRotation: a container writes numbered lines as fast as it can,
-// about 40 times the rotation size. vk-cri rotates its log through several
-// rotations (rename, gzip, ReopenContainerLog at full speed); the files
+// TestLogRotation: a container writes numbered lines as fast as it can
+// until the test has seen its log rotated three times. vk-cri rotates it
+// (rename, gzip, ReopenContainerLog at full speed); the files
 // on disk never exceed --container-log-max-files, the oldest are removed
 // and all but the newest rotated one compressed, what is kept holds every
 // line from its oldest on, once and in order, ending at the last one.
 func TestLogRotation(t *testing.T) {
 	need(t)
 	t.Parallel()
-	const last = 800000
+	// How many lines fit between two rotation rounds is the machine's
+	// pace, so the writer is not given a count: it writes until the test
+	// has seen three rotations and says stop (looking for /tmp/stop once
+	// every 1000 lines), then leaves its last line's number in
+	// /tmp/written. maxLines bounds it should the rotations never come.
+	const maxLines = 5000000
 	ns := namespace(t)
 	zero := int64(0)
+	script := fmt.Sprintf(`sleep 2; i=0
+while [ ! -e /tmp/stop ] && [ $i -lt %d ]; do j=0; while [ $j -lt 1000 ]; do i=$((i+1)); j=$((j+1)); echo "line $i"; done; done
+echo $i > /tmp/written.tmp; mv /tmp/written.tmp /tmp/written; exec sleep 3600`, maxLines)
 	pod := createPod(t, &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "chatty", Namespace: ns},
 		Spec: v1.PodSpec{TerminationGracePeriodSeconds: &zero, AutomountServiceAccountToken: new(bool),
-			Containers: []v1.Container{busybox("c", fmt.Sprintf(`sleep 2; i=0; while [ $i -lt %d ]; do i=$((i+1)); echo "line $i"; done; touch /tmp/written; exec sleep 3600`, last))}},
+			Containers: []v1.Container{busybox("c", script)}},
 	})
 	waitFor(t, "pod chatty Running", time.Minute, func() (bool, string) {
 		p := getPod(t, ns, "chatty")
@@ -57,6 +65,8 @@ func TestLogRotation(t *testing.T) {
 	dir := filepath.Join(runDir, "vk-state", "logs", ns+"_chatty_"+string(pod.UID), "c")
 	rotations := map[string]bool{}
 	deadline := time.Now().Add(5 * time.Minute)
+	stopped := false
+	last := 0
 	for {
 		names := keptLogs(t, dir)
 		if len(names) > rotateMaxFiles {
@@ -65,16 +75,24 @@ func TestLogRotation(t *testing.T) {
 		for _, n := range names {
 			rotations[strings.TrimSuffix(n, ".gz")] = true
 		}
-		if out, err := tryExec(p, "c", "ls", "/tmp/written"); err == nil && strings.TrimSpace(out) == "/tmp/written" {
+		if !stopped && len(rotations) >= 4 { // the live log and three rotated ones
+			execIn(t, p, "c", "touch", "/tmp/stop")
+			stopped = true
+		}
+		if out, err := tryExec(p, "c", "cat", "/tmp/written"); err == nil {
+			if last, err = strconv.Atoi(strings.TrimSpace(out)); err != nil {
+				t.Fatalf("/tmp/written: %q", out)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the writer not done after 5 minutes\nvk-cri log:\n%s", tail(vkLog, 20))
+			t.Fatalf("the writer not done after 5 minutes (files seen %v)\nvk-cri log:\n%s",
+				slices.Sorted(maps.Keys(rotations)), tail(vkLog, 20))
 		}
 		time.Sleep(200 * time.Millisecond) // the pace of the looks, not a wait for an outcome
 	}
-	if len(rotations) < 4 { // the live log and at least three rotated ones
-		t.Fatalf("log files seen %v: fewer than three rotations", slices.Sorted(maps.Keys(rotations)))
+	if !stopped {
+		t.Fatalf("log files seen %v after %d lines: fewer than three rotations", slices.Sorted(maps.Keys(rotations)), last)
 	}
 
 	// The writer is done; a round may still rotate its log, so the kept
