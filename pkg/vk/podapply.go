@@ -307,7 +307,7 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *v1.Container, ini
 		if c.TerminationMessagePath != "" {
 			termFile = w.terminationFile(c.Name, attempt)
 			if err = os.MkdirAll(filepath.Dir(termFile), privateDirPerm); err == nil {
-				err = os.WriteFile(termFile, nil, 0o666)
+				err = writeTerminationFile(termFile)
 			}
 		}
 		hostsFile := ""

@@ -52,6 +52,10 @@ const (
 	resultUnknown probeResult = iota // not probed yet, or the probe could not run
 	resultSuccess
 	resultFailure
+	// resultWarning is a success that the runner has a word about (an
+	// http probe's redirect to another host, not followed): the worker
+	// reports it as kubelet's ProbeWarning event and counts a success.
+	resultWarning
 )
 
 func (r probeResult) String() string {
@@ -60,6 +64,8 @@ func (r probeResult) String() string {
 		return "success"
 	case resultFailure:
 		return "failure"
+	case resultWarning:
+		return "warning"
 	}
 	return "unknown"
 }

@@ -51,7 +51,8 @@ func newHandlerRunner(rt *Runtime) *handlerRunner {
 		Transport: tr,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			// Redirects are followed on the same host only; one to
-			// another host ends the probe with the 3xx, a success.
+			// another host ends the probe with the 3xx, a success with a
+			// warning (kubelet's followNonLocalRedirects=false).
 			if len(via) >= 10 {
 				return errors.New("stopped after 10 redirects")
 			}
@@ -77,8 +78,13 @@ func (h *handlerRunner) probe(ctx context.Context, kind probeKind, p *v1.Probe, 
 		if err != nil {
 			return resultFailure, err.Error(), nil
 		}
-		if code >= 200 && code < 400 {
+		switch {
+		case code >= 200 && code < 300:
 			return resultSuccess, out, nil
+		case code >= 300 && code < 400:
+			// A redirect left unfollowed (to another host, or past the
+			// tenth): a success with a warning, in kubelet's words.
+			return resultWarning, "Probe terminated redirects, Response body: " + out, nil
 		}
 		return resultFailure, fmt.Sprintf("HTTP probe failed with statuscode: %d", code), nil
 	case p.TCPSocket != nil:

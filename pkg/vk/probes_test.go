@@ -168,6 +168,28 @@ func TestProbeThresholds(t *testing.T) {
 	}
 }
 
+// TestProbeWarning: a warning (a redirect not followed) is a success
+// that is reported as kubelet's ProbeWarning event; it neither fails the
+// container nor reports Unhealthy.
+func TestProbeWarning(t *testing.T) {
+	f := newProbeFixture(&v1.Container{Name: "c", LivenessProbe: execProbe(1, 1)})
+	var evs []string
+	f.set.event = func(_ *probeTarget, warn bool, reason, msg string) {
+		evs = append(evs, fmt.Sprintf("%v %s %s", warn, reason, msg))
+	}
+	f.steps(probeLiveness, resultWarning, resultWarning)
+	if got := f.set.result("cid", probeLiveness); got != resultSuccess {
+		t.Fatalf("liveness result %s after warnings, want success", got)
+	}
+	if _, failed := f.set.failed("cid"); failed {
+		t.Fatal("a warning failed the container")
+	}
+	want := []string{"true ProbeWarning Liveness probe warning: out", "true ProbeWarning Liveness probe warning: out"}
+	if !slices.Equal(evs, want) {
+		t.Errorf("events %q, want %q", evs, want)
+	}
+}
+
 // TestProbeResultsCounted checks that probe results reach the metrics.
 func TestProbeResultsCounted(t *testing.T) {
 	count := func() float64 {
@@ -484,7 +506,10 @@ func TestNetworkProbes(t *testing.T) {
 	})
 	mux.HandleFunc("/bad", func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusServiceUnavailable) })
 	mux.HandleFunc("/away", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "http://elsewhere.invalid/", http.StatusFound)
+		http.Redirect(w, r, "http://0.0.0.0/", http.StatusFound)
+	})
+	mux.HandleFunc("/here", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/ok", http.StatusFound)
 	})
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
@@ -524,7 +549,8 @@ func TestNetworkProbes(t *testing.T) {
 	}{
 		{"http by port name", httpProbe("/ok", intstr.FromString("web")), resultSuccess},
 		{"http 503", httpProbe("/bad", intstr.FromInt32(int32(port))), resultFailure},
-		{"http redirect elsewhere", httpProbe("/away", intstr.FromInt32(int32(port))), resultSuccess},
+		{"http redirect elsewhere", httpProbe("/away", intstr.FromInt32(int32(port))), resultWarning},
+		{"http redirect on the same host", httpProbe("/here", intstr.FromInt32(int32(port))), resultSuccess},
 		{"http refused", httpProbe("/", intstr.FromInt32(int32(closedPort))), resultFailure},
 		{"tcp open", &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromString("web")}}}, resultSuccess},
 		{"tcp closed", &v1.Probe{ProbeHandler: v1.ProbeHandler{TCPSocket: &v1.TCPSocketAction{Port: intstr.FromInt32(int32(closedPort))}}}, resultFailure},
@@ -538,6 +564,11 @@ func TestNetworkProbes(t *testing.T) {
 		cancel()
 		if err != nil || r != tc.want {
 			t.Errorf("%s: result %s (%q) err %v, want %s", tc.name, r, out, err, tc.want)
+		}
+		// The words kubelet's ProbeWarning event carries, which the e2e
+		// suite waits for.
+		if want := "Probe terminated redirects, Response body: <a href=\"http://0.0.0.0/\">Found</a>."; r == resultWarning && !strings.HasPrefix(out, want) {
+			t.Errorf("%s: output %q, want it to start with %q", tc.name, out, want)
 		}
 	}
 	if gotUA != probeUserAgent || gotHeader != "yes" {

@@ -98,6 +98,13 @@ func (pw *probeWorker) step(ctx context.Context) {
 		klog.V(2).InfoS("Probe errored", "probe", pw.kind, "pod", klog.KObj(t.pod), "container", t.c.Name, "err", err)
 		return
 	}
+	if r == resultWarning {
+		klog.V(3).InfoS("Probe succeeded with a warning", "probe", pw.kind, "pod", klog.KObj(t.pod), "container", t.c.Name, "output", out)
+		if s.event != nil {
+			s.event(t, true, "ProbeWarning", fmt.Sprintf("%s probe warning: %s", pw.kind.title(), out))
+		}
+		r = resultSuccess
+	}
 	probeResultHook(pw.kind.String(), r.String())
 	if r == resultFailure {
 		klog.V(2).InfoS("Probe failed", "probe", pw.kind, "pod", klog.KObj(t.pod), "container", t.c.Name, "output", out)

@@ -460,6 +460,18 @@ func (w *podWorker) terminationFile(name string, attempt uint32) string {
 	return filepath.Join(podDir(w.p.cfg.StateDir, w.pod().UID), "containers", name, strconv.FormatUint(uint64(attempt), 10)+"-termination-log")
 }
 
+// writeTerminationFile creates the empty file for a container's
+// termination message, writable by any user, as kubelet's: the container
+// may run as any uid, and the umask would leave it the owner's alone. It
+// is reached only through the container's bind mount; the pod's folders
+// above it stay closed to the host's other users.
+func writeTerminationFile(path string) error {
+	if err := os.WriteFile(path, nil, 0o666); err != nil {
+		return err
+	}
+	return os.Chmod(path, 0o666) //nolint:gosec // kubelet's mode: any container user writes its message
+}
+
 func (w *podWorker) terminationMessage(c *criContainer) string {
 	msg := ""
 	if f, err := os.Open(w.terminationFile(c.name, c.attempt)); err == nil {

@@ -3,9 +3,12 @@ package vk
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -337,5 +340,23 @@ func TestWorkerSpecChange(t *testing.T) {
 	}
 	if a := e.container(t, "a"); a.Metadata.Attempt != 0 {
 		t.Error("the unchanged container was restarted")
+	}
+}
+
+// TestWriteTerminationFile: the file is writable by any user whatever the
+// umask, as kubelet's, since the container may run as any uid.
+func TestWriteTerminationFile(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	path := filepath.Join(t.TempDir(), "0-termination-log")
+	if err := writeTerminationFile(path); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o666 || fi.Size() != 0 {
+		t.Fatalf("mode %v size %d, want -rw-rw-rw- and empty", fi.Mode(), fi.Size())
 	}
 }

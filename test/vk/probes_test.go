@@ -113,6 +113,43 @@ func TestProbeReadiness(t *testing.T) {
 	}
 }
 
+// TestProbeRedirectWarning: an http liveness probe answered with a
+// redirect to another host is not followed; as kubelet's, it counts as a
+// success (the container is not restarted) and the pod gets a
+// ProbeWarning event with the body of the answer.
+func TestProbeRedirectWarning(t *testing.T) {
+	need(t)
+	t.Parallel()
+	ns := namespace(t)
+	zero := int64(0)
+	// busybox httpd sends a CGI's output as it is when it starts with a
+	// status line.
+	web := busybox("web", `mkdir -p /www/cgi-bin
+cat > /www/cgi-bin/redirect <<'EOF'
+#!/bin/sh
+printf 'HTTP/1.0 302 Found\r\nLocation: http://0.0.0.0/\r\nContent-Type: text/html\r\n\r\n<a href="http://0.0.0.0/">Found</a>.\n'
+EOF
+chmod +x /www/cgi-bin/redirect
+exec httpd -f -p 8080 -h /www`)
+	web.LivenessProbe = &v1.Probe{ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/cgi-bin/redirect", Port: intstr.FromInt32(8080)}},
+		InitialDelaySeconds: 1, PeriodSeconds: 1, FailureThreshold: 1}
+	pod := createPod(t, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "redirect", Namespace: ns},
+		Spec:       v1.PodSpec{TerminationGracePeriodSeconds: &zero, Containers: []v1.Container{web}},
+	})
+	waitRunning(t, ns, pod.Name)
+	waitFor(t, "a ProbeWarning event", 60*time.Second, func() (bool, string) {
+		return probeEvents(t, ns, pod.Name, "ProbeWarning", `Liveness probe warning: Probe terminated redirects, Response body: <a href="http://0.0.0.0/">Found</a>.`) >= 3, "fewer than three"
+	})
+	p := getPod(t, ns, pod.Name)
+	if cs := containerStatus(p, "web"); cs == nil || cs.RestartCount != 0 || cs.State.Running == nil {
+		t.Fatalf("web restarted under a redirecting liveness probe: %s", podSummary(p))
+	}
+	if n := probeEvents(t, ns, pod.Name, "Unhealthy", ""); n != 0 {
+		t.Errorf("%d Unhealthy events for a probe that only warned", n)
+	}
+}
+
 // TestProbeLivenessRestarts: a failing exec liveness probe kills the
 // container (within the probe's own grace period) and it is restarted:
 // restartCount rises and lastState.terminated says why.
@@ -236,6 +273,30 @@ func TestHookPostStartPreStop(t *testing.T) {
 	t.Logf("deleted in %v (grace %ds)", took.Round(time.Millisecond), grace)
 	if took > time.Duration(grace)*time.Second {
 		t.Errorf("deletion took %v, beyond the %ds grace period", took, grace)
+	}
+}
+
+// TestTerminationMessageNonRoot: a container running as a non-root user
+// writes its termination message to a path of its own choosing, and the
+// pod's status reports it.
+func TestTerminationMessageNonRoot(t *testing.T) {
+	need(t)
+	t.Parallel()
+	ns := namespace(t)
+	uid := int64(1000)
+	c := busybox("c", `echo -n DONE > /dev/termination-custom-log`)
+	c.TerminationMessagePath = "/dev/termination-custom-log"
+	c.SecurityContext = &v1.SecurityContext{RunAsUser: &uid}
+	pod := createPod(t, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "nonroot-message", Namespace: ns},
+		Spec:       v1.PodSpec{RestartPolicy: v1.RestartPolicyNever, Containers: []v1.Container{c}},
+	})
+	p := waitPod(t, ns, pod.Name, "Succeeded or Failed", 60*time.Second, func(p *v1.Pod) bool {
+		return p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+	})
+	term := containerStatus(p, "c").State.Terminated
+	if p.Status.Phase != v1.PodSucceeded || term == nil || term.ExitCode != 0 || term.Message != "DONE" {
+		t.Fatalf("phase %s, terminated %+v", p.Status.Phase, term)
 	}
 }
 
