@@ -225,7 +225,7 @@ func computePodActions(in planInput) podActions {
 		case cur.state == runtimeapi.ContainerState_CONTAINER_EXITED && cur.exitCode == 0:
 			plan.containers = append(plan.containers, containerAction{kind: actionDone, c: c, init: true, cur: cur})
 			continue
-		case pod.Spec.RestartPolicy == v1.RestartPolicyNever:
+		case !initRestarts(c, &pod.Spec, cur):
 			plan.terminal = true // the pod failed
 		default:
 			plan.containers = append(plan.containers, in.restartAction(c, true, cur))
@@ -246,7 +246,7 @@ func computePodActions(in planInput) podActions {
 				plan.containers = append(plan.containers, *a)
 			}
 		case cur.state == runtimeapi.ContainerState_CONTAINER_EXITED:
-			if in.specChanged[c.Name] || shouldRestart(pod.Spec.RestartPolicy, cur.exitCode) {
+			if in.specChanged[c.Name] || containerShouldRestart(c, &pod.Spec, cur.exitCode) {
 				plan.containers = append(plan.containers, in.restartAction(c, false, cur))
 			}
 		}
@@ -303,7 +303,7 @@ func (in *planInput) killAction(c *v1.Container, init bool, cur *criContainer) *
 			probe = c.StartupProbe
 		}
 		return &containerAction{kind: actionKill, c: c, init: init, cur: cur, kill: killProbe, probe: kind,
-			grace: probeGrace(pod, probe), message: probeKillMessage(pod, c, kind)}
+			grace: probeGrace(pod, probe), message: probeKillMessage(pod, c, init, kind)}
 	}
 	if cur.hashNoResources != "" && cur.hashNoResources == containerHashNoResources(c) {
 		return in.resizeAction(c, init, cur)
@@ -312,7 +312,7 @@ func (in *planInput) killAction(c *v1.Container, init bool, cur *criContainer) *
 		return nil
 	}
 	a := &containerAction{kind: actionKill, c: c, init: init, cur: cur, kill: killSpecChanged, grace: podGrace(pod)}
-	if isSidecar(c) {
+	if init && isSidecar(c) {
 		a.message = fmt.Sprintf("Init container %s definition changed", c.Name)
 	}
 	return a

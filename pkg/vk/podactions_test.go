@@ -126,6 +126,23 @@ func TestComputePodActions(t *testing.T) {
 		return func(b *backoff) { b.restarted("crash/uid-1/"+name, t0.Add(-time.Second)) }
 	}
 	sidecar := func(p v1.RestartPolicy) func() *v1.Pod { return func() *v1.Pod { return sidecarPod(p) } }
+	// Container-level restart policy and rules (kubelet's
+	// ContainerRestartRules): app container a's own.
+	containerPolicy := func(name string, p v1.ContainerRestartPolicy) func(*v1.Pod) {
+		return func(pod *v1.Pod) {
+			for i := range pod.Spec.Containers {
+				if pod.Spec.Containers[i].Name == name {
+					pod.Spec.Containers[i].RestartPolicy = &p
+				}
+			}
+		}
+	}
+	restartOn42 := func(pod *v1.Pod) {
+		pod.Spec.RestartPolicy = v1.RestartPolicyNever
+		containerPolicy("a", v1.ContainerRestartPolicyNever)(pod)
+		pod.Spec.Containers[0].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart,
+			ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+	}
 	const (
 		none  = iota // no sandbox
 		ready        // sb1 ready
@@ -226,6 +243,37 @@ func TestComputePodActions(t *testing.T) {
 			containers: []*criContainer{exited("init", 0, 0), exited("a", 1, 2), exited("b", 0, 0)}, backoff: crashed("a"),
 			want: []string{"syncContainers",
 				"backoff a wait=10s msg=back-off 10s restarting failed container=a pod=p_ns(uid-1)", "restart b attempt=1"}},
+		{name: "container Never under pod Always: stays exited", edit: containerPolicy("a", v1.ContainerRestartPolicyNever), sandbox: ready,
+			containers: []*criContainer{exited("init", 0, 0), exited("a", 0, 1), running("b", 0)},
+			want:       []string{"syncContainers"}},
+		{name: "container Always under pod Never: restarts", edit: func(pod *v1.Pod) {
+			pod.Spec.RestartPolicy = v1.RestartPolicyNever
+			containerPolicy("a", v1.ContainerRestartPolicyAlways)(pod)
+		}, sandbox: ready,
+			containers: []*criContainer{exited("init", 0, 0), exited("a", 0, 0), running("b", 0)},
+			want:       []string{"syncContainers", "restart a attempt=1"}},
+		{name: "restart rule matches the exit code", edit: restartOn42, sandbox: ready,
+			containers: []*criContainer{exited("init", 0, 0), exited("a", 0, 42), running("b", 0)},
+			want:       []string{"syncContainers", "restart a attempt=1"}},
+		{name: "restart rule does not match: the pod is done", edit: restartOn42, sandbox: ready,
+			containers: []*criContainer{exited("init", 0, 0), exited("a", 0, 1), exited("b", 0, 0)},
+			want:       []string{"syncContainers", "terminal", "recheck"}},
+		{name: "init container failed, its rule restarts it under Never", sandbox: ready, edit: func(pod *v1.Pod) {
+			pod.Spec.RestartPolicy = v1.RestartPolicyNever
+			never := v1.ContainerRestartPolicyNever
+			pod.Spec.InitContainers[0].RestartPolicy = &never
+			pod.Spec.InitContainers[0].RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart,
+				ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpNotIn, Values: []int32{3}}}}
+		},
+			containers: []*criContainer{exited("init", 0, 1)}, want: []string{"syncContainers", "restart init attempt=1 [init]"}},
+		{name: "liveness failed, container Never under pod Always: not restarted", sandbox: ready,
+			edit: func(pod *v1.Pod) {
+				containerPolicy("a", v1.ContainerRestartPolicyNever)(pod)
+				pod.Spec.Containers[0].LivenessProbe = &v1.Probe{}
+			},
+			containers: []*criContainer{exited("init", 0, 0), running("a", 0), running("b", 0)},
+			probes:     fakeProbes{failedIDs: map[string]probeKind{"a-0": probeLiveness}},
+			want:       []string{"syncContainers", "kill a probe=liveness grace=7 msg=Container a failed liveness probe"}},
 		{name: "app container created", sandbox: ready,
 			containers: []*criContainer{exited("init", 0, 0), created("a"), running("b", 0)},
 			want:       []string{"syncContainers", "startCreated a"}},

@@ -208,7 +208,7 @@ func (w *podWorker) applyContainer(ctx context.Context, pod *v1.Pod, a container
 		return w.resizeContainer(ctx, pod, a), nil, nil
 	case actionKill:
 		what := "Container"
-		if isSidecar(c) {
+		if a.init && isSidecar(c) {
 			what = "Sidecar"
 		}
 		if a.kill == killSpecChanged {

@@ -208,12 +208,12 @@ func (s *probeSet) failed(id string) (probeKind, bool) {
 
 // probeKillMessage is why container c, which failed its probe, is
 // killed, as kubelet words it (a sidecar always restarts, unsaid).
-func probeKillMessage(pod *v1.Pod, c *v1.Container, kind probeKind) string {
-	if isSidecar(c) {
+func probeKillMessage(pod *v1.Pod, c *v1.Container, init bool, kind probeKind) string {
+	if init && isSidecar(c) {
 		return fmt.Sprintf("Init container %s failed %s probe", c.Name, kind)
 	}
 	msg := fmt.Sprintf("Container %s failed %s probe", c.Name, kind)
-	if pod.Spec.RestartPolicy != v1.RestartPolicyNever {
+	if restartsAfterKill(c, &pod.Spec) {
 		msg += ", will be restarted"
 	}
 	return msg

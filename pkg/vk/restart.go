@@ -1,11 +1,13 @@
 package vk
 
 import (
+	"slices"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/util/flowcontrol"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/utils/clock"
 )
 
@@ -100,14 +102,75 @@ func (b *backoff) gc() {
 	}
 }
 
-// shouldRestart reports whether a container that exited with exitCode is
-// started again under policy.
-func shouldRestart(policy v1.RestartPolicy, exitCode int32) bool {
-	switch policy {
+// containerShouldRestart reports whether container c of spec, which
+// exited with exitCode, is started again. It is kubelet's
+// ContainerShouldRestart (ContainerRestartRules, on by default since
+// Kubernetes 1.35): c's restartPolicyRules first, in order, the first
+// whose exit codes match deciding; then c's own restartPolicy; then the
+// pod's. A rule's RestartAllContainers action belongs to an alpha gate
+// kubelet leaves off, so it falls through to the policies, as there.
+func containerShouldRestart(c *v1.Container, spec *v1.PodSpec, exitCode int32) bool {
+	if c.RestartPolicy != nil {
+		if rule, ok := matchingRestartRule(c, exitCode); ok && rule.Action == v1.ContainerRestartRuleActionRestart {
+			return true
+		}
+		switch *c.RestartPolicy {
+		case v1.ContainerRestartPolicyAlways:
+			return true
+		case v1.ContainerRestartPolicyOnFailure:
+			return exitCode != 0
+		case v1.ContainerRestartPolicyNever:
+			return false
+		}
+	}
+	switch spec.RestartPolicy {
 	case v1.RestartPolicyNever:
 		return false
 	case v1.RestartPolicyOnFailure:
 		return exitCode != 0
 	}
 	return true
+}
+
+// matchingRestartRule is the first of c's restartPolicyRules whose exit
+// codes match exitCode (kubelet's FindMatchingContainerRestartRule).
+func matchingRestartRule(c *v1.Container, exitCode int32) (v1.ContainerRestartRule, bool) {
+	for _, rule := range c.RestartPolicyRules {
+		if rule.ExitCodes == nil {
+			continue
+		}
+		in := slices.Contains(rule.ExitCodes.Values, exitCode)
+		switch rule.ExitCodes.Operator {
+		case v1.ContainerRestartRuleOnExitCodesOpIn:
+			if in {
+				return rule, true
+			}
+		case v1.ContainerRestartRuleOnExitCodesOpNotIn:
+			if !in {
+				return rule, true
+			}
+		}
+	}
+	return v1.ContainerRestartRule{}, false
+}
+
+// restartsAfterKill reports whether c, still running, comes back after a
+// kill for a failed probe: its own restartPolicy when it has one (its
+// rules need an exit code, which a running container has not), else the
+// pod's (kubelet's computePodActions).
+func restartsAfterKill(c *v1.Container, spec *v1.PodSpec) bool {
+	if c.RestartPolicy != nil {
+		return *c.RestartPolicy != v1.ContainerRestartPolicyNever
+	}
+	return spec.RestartPolicy != v1.RestartPolicyNever
+}
+
+// initRestarts reports whether regular init container c, which did not
+// succeed (cur), is run again rather than fail the pod: by its exit code
+// when it exited, else (its state unknown) by the policies alone.
+func initRestarts(c *v1.Container, spec *v1.PodSpec, cur *criContainer) bool {
+	if cur.state == runtimeapi.ContainerState_CONTAINER_EXITED {
+		return containerShouldRestart(c, spec, cur.exitCode)
+	}
+	return restartsAfterKill(c, spec)
 }

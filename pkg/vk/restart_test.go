@@ -77,18 +77,44 @@ func TestPullBackoff(t *testing.T) {
 	}
 }
 
-func TestShouldRestart(t *testing.T) {
+func TestContainerShouldRestart(t *testing.T) {
+	always, onFailure, never := v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyOnFailure, v1.ContainerRestartPolicyNever
+	rule := func(action v1.ContainerRestartRuleAction, op v1.ContainerRestartRuleOnExitCodesOperator, codes ...int32) v1.ContainerRestartRule {
+		return v1.ContainerRestartRule{Action: action, ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: op, Values: codes}}
+	}
+	restartOn42 := []v1.ContainerRestartRule{rule(v1.ContainerRestartRuleActionRestart, v1.ContainerRestartRuleOnExitCodesOpIn, 42)}
 	for _, tc := range []struct {
-		policy v1.RestartPolicy
+		name   string
+		pod    v1.RestartPolicy
+		policy *v1.ContainerRestartPolicy
+		rules  []v1.ContainerRestartRule
 		code   int32
 		want   bool
 	}{
-		{v1.RestartPolicyAlways, 0, true}, {v1.RestartPolicyAlways, 1, true},
-		{v1.RestartPolicyOnFailure, 0, false}, {v1.RestartPolicyOnFailure, 137, true},
-		{v1.RestartPolicyNever, 0, false}, {v1.RestartPolicyNever, 1, false},
+		{"pod Always, exit 0", v1.RestartPolicyAlways, nil, nil, 0, true},
+		{"pod Always, exit 1", v1.RestartPolicyAlways, nil, nil, 1, true},
+		{"pod OnFailure, exit 0", v1.RestartPolicyOnFailure, nil, nil, 0, false},
+		{"pod OnFailure, exit 137", v1.RestartPolicyOnFailure, nil, nil, 137, true},
+		{"pod Never, exit 0", v1.RestartPolicyNever, nil, nil, 0, false},
+		{"pod Never, exit 1", v1.RestartPolicyNever, nil, nil, 1, false},
+		{"container Never under pod Always", v1.RestartPolicyAlways, &never, nil, 1, false},
+		{"container Always under pod Never", v1.RestartPolicyNever, &always, nil, 1, true},
+		{"container OnFailure, exit 0", v1.RestartPolicyAlways, &onFailure, nil, 0, false},
+		{"container OnFailure, exit 2", v1.RestartPolicyNever, &onFailure, nil, 2, true},
+		{"rule In matches", v1.RestartPolicyNever, &never, restartOn42, 42, true},
+		{"rule In does not match", v1.RestartPolicyNever, &never, restartOn42, 1, false},
+		{"rule NotIn matches", v1.RestartPolicyNever, &never,
+			[]v1.ContainerRestartRule{rule(v1.ContainerRestartRuleActionRestart, v1.ContainerRestartRuleOnExitCodesOpNotIn, 0, 1)}, 3, true},
+		{"rule NotIn does not match", v1.RestartPolicyNever, &never,
+			[]v1.ContainerRestartRule{rule(v1.ContainerRestartRuleActionRestart, v1.ContainerRestartRuleOnExitCodesOpNotIn, 0, 1)}, 1, false},
+		{"no match falls to the container's policy", v1.RestartPolicyNever, &always, restartOn42, 1, true},
+		{"RestartAllContainers falls through (gate off)", v1.RestartPolicyNever, &never,
+			[]v1.ContainerRestartRule{rule(v1.ContainerRestartRuleActionRestartAllContainers, v1.ContainerRestartRuleOnExitCodesOpIn, 42)}, 42, false},
+		{"rules without a container policy are not read", v1.RestartPolicyNever, nil, restartOn42, 42, false},
 	} {
-		if got := shouldRestart(tc.policy, tc.code); got != tc.want {
-			t.Errorf("shouldRestart(%s, %d) = %v", tc.policy, tc.code, got)
+		c := &v1.Container{Name: "c", RestartPolicy: tc.policy, RestartPolicyRules: tc.rules}
+		if got := containerShouldRestart(c, &v1.PodSpec{RestartPolicy: tc.pod}, tc.code); got != tc.want {
+			t.Errorf("%s: containerShouldRestart = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

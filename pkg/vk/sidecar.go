@@ -20,7 +20,9 @@ import (
 // At termination it is stopped after the app containers and the sidecars
 // that follow it (termOrder).
 
-// isSidecar reports whether init container c is a sidecar.
+// isSidecar reports whether init container c is a sidecar. An app
+// container's restartPolicy is only its restart policy
+// (containerShouldRestart), so callers that may hold one ask with init.
 func isSidecar(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }
@@ -59,7 +61,7 @@ func appsDone(pod *v1.Pod, obs *observation, specChanged map[string]bool) bool {
 		c := &pod.Spec.Containers[i]
 		cur := obs.current(c.Name)
 		if cur == nil || cur.state != runtimeapi.ContainerState_CONTAINER_EXITED ||
-			specChanged[c.Name] || shouldRestart(pod.Spec.RestartPolicy, cur.exitCode) {
+			specChanged[c.Name] || containerShouldRestart(c, &pod.Spec, cur.exitCode) {
 			return false
 		}
 	}

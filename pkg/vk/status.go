@@ -283,17 +283,28 @@ func finalize(statuses []v1.ContainerStatus) {
 	}
 }
 
-// podPhase is kubelet's getPhase. Sidecars count as running containers
-// while they run; one that stopped counts for nothing, and one yet to
-// start holds the pod Pending until it is initialized.
+// podPhase is kubelet's getPhase (with ContainerRestartRules, on by
+// default since 1.35): whether a stopped container runs again is its own
+// (containerShouldRestart). Sidecars count as running containers while
+// they run; one that stopped counts for nothing, and one yet to start
+// holds the pod Pending until it is initialized.
 func podPhase(pod *v1.Pod, inits, apps []v1.ContainerStatus, terminated, initialized bool) v1.PodPhase {
-	policy := pod.Spec.RestartPolicy
+	restarts := func(specs []v1.Container, i int, exitCode int32) bool {
+		if i < len(specs) {
+			return containerShouldRestart(&specs[i], &pod.Spec, exitCode)
+		}
+		return containerShouldRestart(&v1.Container{}, &pod.Spec, exitCode) // the pod's policy
+	}
 	var regularInits, sidecars []v1.ContainerStatus
+	var regularSpecs []v1.Container
 	for i, cs := range inits {
 		if i < len(pod.Spec.InitContainers) && isSidecar(&pod.Spec.InitContainers[i]) {
 			sidecars = append(sidecars, cs)
 		} else {
 			regularInits = append(regularInits, cs)
+			if i < len(pod.Spec.InitContainers) {
+				regularSpecs = append(regularSpecs, pod.Spec.InitContainers[i])
+			}
 		}
 	}
 	if terminated {
@@ -305,22 +316,22 @@ func podPhase(pod *v1.Pod, inits, apps []v1.ContainerStatus, terminated, initial
 		return v1.PodSucceeded
 	}
 	pendingInit := false
-	for _, cs := range regularInits {
+	for i, cs := range regularInits {
 		switch {
 		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0:
 		case cs.State.Terminated != nil:
-			if policy == v1.RestartPolicyNever {
+			if !restarts(regularSpecs, i, cs.State.Terminated.ExitCode) {
 				return v1.PodFailed
 			}
 			pendingInit = true
 		case cs.State.Waiting != nil && cs.LastTerminationState.Terminated != nil &&
-			cs.LastTerminationState.Terminated.ExitCode != 0 && policy == v1.RestartPolicyNever:
+			cs.LastTerminationState.Terminated.ExitCode != 0 && !restarts(regularSpecs, i, cs.LastTerminationState.Terminated.ExitCode):
 			return v1.PodFailed
 		default:
 			pendingInit = true
 		}
 	}
-	var running, waiting, stopped, succeeded int
+	var running, waiting, stopped, stoppedForGood, succeeded int
 	for _, cs := range sidecars {
 		switch {
 		case cs.State.Running != nil:
@@ -338,18 +349,24 @@ func podPhase(pod *v1.Pod, inits, apps []v1.ContainerStatus, terminated, initial
 	if pendingInit {
 		return v1.PodPending
 	}
-	for _, cs := range apps {
+	for i, cs := range apps {
 		switch {
 		case cs.State.Running != nil:
 			running++
 		case cs.State.Terminated != nil:
 			stopped++
+			if !restarts(pod.Spec.Containers, i, cs.State.Terminated.ExitCode) {
+				stoppedForGood++
+			}
 			if cs.State.Terminated.ExitCode == 0 {
 				succeeded++
 			}
 		case cs.State.Waiting != nil:
-			if cs.LastTerminationState.Terminated != nil {
+			if t := cs.LastTerminationState.Terminated; t != nil {
 				stopped++
+				if !restarts(pod.Spec.Containers, i, t.ExitCode) {
+					stoppedForGood++
+				}
 			} else {
 				waiting++
 			}
@@ -361,16 +378,13 @@ func podPhase(pod *v1.Pod, inits, apps []v1.ContainerStatus, terminated, initial
 	case running > 0:
 		return v1.PodRunning
 	case stopped > 0:
-		if policy == v1.RestartPolicyAlways {
-			return v1.PodRunning // restarting
+		if stopped != stoppedForGood {
+			return v1.PodRunning // some restart
 		}
 		if stopped == succeeded {
 			return v1.PodSucceeded
 		}
-		if policy == v1.RestartPolicyNever {
-			return v1.PodFailed
-		}
-		return v1.PodRunning // OnFailure: the failed ones restart
+		return v1.PodFailed
 	}
 	return v1.PodPending
 }

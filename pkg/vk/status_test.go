@@ -256,3 +256,44 @@ func TestStatusTransitionTimes(t *testing.T) {
 		}
 	}
 }
+
+// TestPodPhaseContainerRestartPolicy: with container-level restart
+// policies and rules, the phase follows whether each stopped container
+// runs again (kubelet's getPhase with ContainerRestartRules): Running
+// while one will, else Succeeded or Failed by the exit codes.
+func TestPodPhaseContainerRestartPolicy(t *testing.T) {
+	always, never := v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyNever
+	on42 := []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart,
+		ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+	terminated := func(code int32) v1.ContainerStatus {
+		return v1.ContainerStatus{Name: "c", State: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code}}}
+	}
+	backingOff := func(code int32) v1.ContainerStatus {
+		return v1.ContainerStatus{Name: "c", State: v1.ContainerState{Waiting: &v1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+			LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		pod    v1.RestartPolicy
+		policy *v1.ContainerRestartPolicy
+		rules  []v1.ContainerRestartRule
+		status v1.ContainerStatus
+		want   v1.PodPhase
+	}{
+		{"pod Always", v1.RestartPolicyAlways, nil, nil, terminated(1), v1.PodRunning},
+		{"pod Never, failed", v1.RestartPolicyNever, nil, nil, terminated(1), v1.PodFailed},
+		{"pod OnFailure, succeeded", v1.RestartPolicyOnFailure, nil, nil, terminated(0), v1.PodSucceeded},
+		{"pod OnFailure, failed", v1.RestartPolicyOnFailure, nil, nil, terminated(1), v1.PodRunning},
+		{"container Never under pod Always, failed", v1.RestartPolicyAlways, &never, nil, terminated(1), v1.PodFailed},
+		{"container Never under pod Always, succeeded", v1.RestartPolicyAlways, &never, nil, terminated(0), v1.PodSucceeded},
+		{"container Always under pod Never", v1.RestartPolicyNever, &always, nil, backingOff(1), v1.PodRunning},
+		{"rule matches", v1.RestartPolicyNever, &never, on42, backingOff(42), v1.PodRunning},
+		{"rule does not match", v1.RestartPolicyNever, &never, on42, terminated(1), v1.PodFailed},
+	} {
+		pod := &v1.Pod{Spec: v1.PodSpec{RestartPolicy: tc.pod,
+			Containers: []v1.Container{{Name: "c", RestartPolicy: tc.policy, RestartPolicyRules: tc.rules}}}}
+		if got := podPhase(pod, nil, []v1.ContainerStatus{tc.status}, false, true); got != tc.want {
+			t.Errorf("%s: phase %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -15,7 +15,8 @@ import (
 
 // Pod spec fields vk-cri resolves as kubelet does, end to end against the
 // real API server and cri-compose: runAsNonRoot, RuntimeClass,
-// subPathExpr, fileKeyRef env and the managed /etc/hosts.
+// subPathExpr, fileKeyRef env, the managed /etc/hosts and container-level
+// restart policies and rules.
 
 // sleeper is a busybox container that runs until told to stop.
 func sleeper(name string) v1.Container {
@@ -265,5 +266,57 @@ func TestSpecEtcHosts(t *testing.T) {
 		"\n# Entries added by HostAliases.\n123.45.67.89\tfoo.example\tbar\n"
 	if got := execIn(t, p, "main", "cat", "/etc/hosts"); got != want {
 		t.Errorf("/etc/hosts of the host-network pod:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestSpecContainerRestartRules: a container's own restartPolicy and
+// restartPolicyRules decide whether it runs again, over the pod's. Under a
+// pod's Never, container "rules" (Never, restarted on exit code 42) exits
+// 42 and is restarted, then exits 1 and stays down; container "always"
+// (Always) comes back after a clean exit. Under a pod's Always, container
+// "never" (Never) stays down, and the pod ends Failed once it does.
+func TestSpecContainerRestartRules(t *testing.T) {
+	need(t)
+	t.Parallel()
+	ns := namespace(t)
+	always, never := v1.ContainerRestartPolicyAlways, v1.ContainerRestartPolicyNever
+	// /tmp survives a restart only on a volume.
+	tmp := []v1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}}
+	rules := busybox("rules", `if [ -e /tmp/ran ]; then exit 1; fi; touch /tmp/ran; exit 42`)
+	rules.RestartPolicy, rules.VolumeMounts = &never, tmp
+	rules.RestartPolicyRules = []v1.ContainerRestartRule{{Action: v1.ContainerRestartRuleActionRestart,
+		ExitCodes: &v1.ContainerRestartRuleOnExitCodes{Operator: v1.ContainerRestartRuleOnExitCodesOpIn, Values: []int32{42}}}}
+	again := busybox("always", `if [ -e /tmp/again ]; then exec sleep 3600; fi; touch /tmp/again; exit 0`)
+	again.RestartPolicy, again.VolumeMounts = &always, tmp
+	p1 := specPod(ns, "pod-never", rules, again)
+	p1.Spec.RestartPolicy = v1.RestartPolicyNever
+	p1.Spec.Volumes = []v1.Volume{{Name: "tmp", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+	createPod(t, p1)
+
+	down := busybox("never", `exit 3`)
+	down.RestartPolicy = &never
+	p2 := specPod(ns, "pod-always", down)
+	p2.Spec.RestartPolicy = v1.RestartPolicyAlways
+	createPod(t, p2)
+
+	p := waitPod(t, ns, p1.Name, "rules restarted once and down, always running again", 2*time.Minute, func(p *v1.Pod) bool {
+		r, a := containerStatus(p, "rules"), containerStatus(p, "always")
+		return r != nil && r.RestartCount == 1 && r.State.Terminated != nil && a != nil && a.RestartCount == 1 && a.State.Running != nil
+	})
+	if r := containerStatus(p, "rules"); r.State.Terminated.ExitCode != 1 || r.LastTerminationState.Terminated == nil || r.LastTerminationState.Terminated.ExitCode != 42 {
+		t.Errorf("rules: %s", podSummary(p))
+	}
+	if p.Status.Phase != v1.PodRunning {
+		t.Errorf("pod-never with a container to run again: phase %s, want Running", p.Status.Phase)
+	}
+
+	p = waitPod(t, ns, p2.Name, "pod-always Failed", time.Minute, func(p *v1.Pod) bool { return p.Status.Phase == v1.PodFailed })
+	if c := containerStatus(p, "never"); c == nil || c.RestartCount != 0 || c.State.Terminated == nil || c.State.Terminated.ExitCode != 3 {
+		t.Errorf("never under a pod's Always: %s", podSummary(p))
+	}
+	// The first pod's "rules" stays down: its restart count holds.
+	p = getPod(t, ns, p1.Name)
+	if r := containerStatus(p, "rules"); r.RestartCount != 1 {
+		t.Errorf("rules restarted again: %s", podSummary(p))
 	}
 }
