@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 )
@@ -128,6 +129,17 @@ func (c *Controllers) Run(ctx context.Context, p *Provider, s ServeConfig) error
 	}()
 	defer func() { _ = srv.Close() }()
 
+	// The pod controller passes on spec changes only; a readiness gate's
+	// condition, set by a controller, changes the status alone.
+	if _, err := c.pods.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, obj any) {
+			if pod, ok := obj.(*v1.Pod); ok {
+				p.PodStatusSeen(pod)
+			}
+		},
+	}); err != nil {
+		return fmt.Errorf("pod informer: %w", err)
+	}
 	c.pods.Start(ctx.Done())
 	c.services.Start(ctx.Done())
 	defer c.pods.Shutdown()

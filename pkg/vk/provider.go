@@ -245,6 +245,18 @@ func (p *Provider) UpdatePod(ctx context.Context, pod *v1.Pod) error {
 	return nil
 }
 
+// PodStatusSeen passes the pod as the API server now has it to its
+// worker, which takes the conditions that others set (podWorker.seeStatus).
+// The controllers call it for every update their pod informer sees.
+func (p *Provider) PodStatusSeen(pod *v1.Pod) {
+	p.mu.Lock()
+	w, ok := p.workers[pod.UID]
+	p.mu.Unlock()
+	if ok {
+		w.seeStatus(pod)
+	}
+}
+
 // DeletePod stops the pod gracefully and removes it from the runtime, in
 // the background; its worker reports the final status when done. A pod
 // vk-cri has no worker for (left from an earlier run) gets one that only

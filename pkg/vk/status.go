@@ -389,6 +389,29 @@ func podPhase(pod *v1.Pod, inits, apps []v1.ContainerStatus, terminated, initial
 	return v1.PodPending
 }
 
+// ownCondition reports whether kubelet owns condition type t (kubelet's
+// PodConditionsByKubelet): it computes these; the others (readiness gates',
+// DisruptionTarget) are set by others and kept as the API server has them.
+func ownCondition(t v1.PodConditionType) bool {
+	switch t {
+	case v1.PodScheduled, v1.PodReady, v1.PodInitialized, v1.ContainersReady, v1.PodReadyToStartContainers,
+		v1.PodResizePending, v1.PodResizeInProgress:
+		return true
+	}
+	return false
+}
+
+// externalConditions are those of conds that kubelet does not own.
+func externalConditions(conds []v1.PodCondition) []v1.PodCondition {
+	var out []v1.PodCondition
+	for _, c := range conds {
+		if !ownCondition(c.Type) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // conditions are the pod's conditions; those kubelet does not own (and
 // readiness gates) are kept from the pod as it was.
 func (in *statusInput) conditions(st *v1.PodStatus, initDone bool) []v1.PodCondition {

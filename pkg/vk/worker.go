@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -112,6 +113,24 @@ func (w *podWorker) setPod(pod *v1.Pod) {
 	w.spec = pod.DeepCopy()
 	w.mu.Unlock()
 	w.poke()
+}
+
+// seeStatus takes, from the pod as the API server now has it, the
+// conditions that are not kubelet's own (those of readiness gates, set by
+// controllers), and wakes the worker when they changed: as kubelet's, the
+// Ready condition follows them, and the status written keeps them.
+// virtual-kubelet's pod controller passes on changes of the spec only.
+func (w *podWorker) seeStatus(pod *v1.Pod) {
+	w.mu.Lock()
+	changed := pod.UID == w.spec.UID &&
+		!equality.Semantic.DeepEqual(externalConditions(w.spec.Status.Conditions), externalConditions(pod.Status.Conditions))
+	if changed {
+		w.spec.Status.Conditions = pod.Status.DeepCopy().Conditions
+	}
+	w.mu.Unlock()
+	if changed {
+		w.poke()
+	}
 }
 
 // delete makes the worker stop and remove the pod, within grace seconds.
@@ -265,7 +284,12 @@ func (w *podWorker) report(obs *observation, terminated bool) {
 	w.mu.Lock()
 	pod := w.spec.DeepCopy()
 	if w.status != nil {
-		pod.Status = *w.status
+		// The last status computed, with the conditions of others as
+		// the API server has them now.
+		api := pod.Status.Conditions
+		pod.Status = *w.status.DeepCopy()
+		pod.Status.Conditions = append(slices.DeleteFunc(pod.Status.Conditions, func(c v1.PodCondition) bool { return !ownCondition(c.Type) }),
+			externalConditions(api)...)
 	}
 	prevPhase := pod.Status.Phase
 	start := w.startTime

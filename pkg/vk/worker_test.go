@@ -360,3 +360,75 @@ func TestWriteTerminationFile(t *testing.T) {
 		t.Fatalf("mode %v size %d, want -rw-rw-rw- and empty", fi.Mode(), fi.Size())
 	}
 }
+
+// TestWorkerReadinessGates: conditions that controllers set on the pod
+// (here readiness gates') reach the worker through seeStatus, wake it,
+// decide Ready with the containers' readiness, and are kept, as the API
+// server has them, in the status it reports.
+func TestWorkerReadinessGates(t *testing.T) {
+	pod := testPod()
+	pod.Spec.InitContainers = nil
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: "example.com/one"}, {ConditionType: "example.com/two"}}
+	e := newTestEnv(t)
+	w := newPodWorker(e.p, pod)
+	t.Cleanup(w.probes.stopAll)
+	w.pass(context.Background())
+	ready := func() v1.PodCondition {
+		t.Helper()
+		for _, c := range e.last(t).Status.Conditions {
+			if c.Type == v1.PodReady {
+				return c
+			}
+		}
+		t.Fatal("no Ready condition")
+		return v1.PodCondition{}
+	}
+	if r := ready(); r.Status != v1.ConditionFalse || r.Reason != "ReadinessGatesNotReady" {
+		t.Fatalf("Ready with no gate condition: %+v", r)
+	}
+	gates := func(one, two v1.ConditionStatus) {
+		t.Helper()
+		api := e.last(t).DeepCopy()
+		api.Status.Conditions = append(externalConditionsDropped(api.Status.Conditions),
+			v1.PodCondition{Type: "example.com/one", Status: one}, v1.PodCondition{Type: "example.com/two", Status: two})
+		w.seeStatus(api)
+		if !woken(w, time.Second) {
+			t.Fatal("a gate's condition changed and the worker was not woken")
+		}
+		w.pass(context.Background())
+	}
+	gates(v1.ConditionTrue, v1.ConditionFalse)
+	if r := ready(); r.Status != v1.ConditionFalse {
+		t.Fatalf("Ready with one gate of two: %+v", r)
+	}
+	gates(v1.ConditionTrue, v1.ConditionTrue)
+	if r := ready(); r.Status != v1.ConditionTrue {
+		t.Fatalf("not Ready with both gates True: %+v", r)
+	}
+	// A pass with nothing new keeps the gates' conditions in the status.
+	w.pass(context.Background())
+	st := e.last(t).Status
+	if n := len(externalConditions(st.Conditions)); n != 2 {
+		t.Fatalf("%d conditions of others kept, want 2: %+v", n, st.Conditions)
+	}
+	gates(v1.ConditionFalse, v1.ConditionTrue)
+	if r := ready(); r.Status != v1.ConditionFalse {
+		t.Fatalf("Ready after a gate went False: %+v", r)
+	}
+	// The same conditions again: no wake.
+	w.seeStatus(e.last(t))
+	if woken(w, 50*time.Millisecond) {
+		t.Error("woken by a status with the same conditions of others")
+	}
+}
+
+// externalConditionsDropped is conds without the conditions of others.
+func externalConditionsDropped(conds []v1.PodCondition) []v1.PodCondition {
+	var out []v1.PodCondition
+	for _, c := range conds {
+		if ownCondition(c.Type) {
+			out = append(out, c)
+		}
+	}
+	return out
+}

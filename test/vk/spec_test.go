@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,12 +12,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Pod spec fields vk-cri resolves as kubelet does, end to end against the
 // real API server and cri-compose: runAsNonRoot, RuntimeClass,
-// subPathExpr, fileKeyRef env, the managed /etc/hosts and container-level
-// restart policies and rules.
+// subPathExpr, fileKeyRef env, the managed /etc/hosts, container-level
+// restart policies and rules, and readiness gates.
 
 // sleeper is a busybox container that runs until told to stop.
 func sleeper(name string) v1.Container {
@@ -319,4 +321,56 @@ func TestSpecContainerRestartRules(t *testing.T) {
 	if r := containerStatus(p, "rules"); r.RestartCount != 1 {
 		t.Errorf("rules restarted again: %s", podSummary(p))
 	}
+}
+
+// TestSpecReadinessGates: a pod with two readiness gates is Ready only
+// while a controller has set both their conditions True on its status,
+// and vk-cri's own status updates keep those conditions.
+func TestSpecReadinessGates(t *testing.T) {
+	need(t)
+	t.Parallel()
+	ns := namespace(t)
+	const one, two = "example.com/one", "example.com/two"
+	pod := specPod(ns, "gated", sleeper("c"))
+	pod.Spec.ReadinessGates = []v1.PodReadinessGate{{ConditionType: one}, {ConditionType: two}}
+	createPod(t, pod)
+	setGate := func(gate string, status v1.ConditionStatus) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":%q}]}}`, gate, status)
+		if _, err := client.CoreV1().Pods(ns).Patch(context.Background(), pod.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+			t.Fatalf("patch %s: %v", gate, err)
+		}
+	}
+	readyCond := func(p *v1.Pod) v1.PodCondition {
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodReady {
+				return c
+			}
+		}
+		return v1.PodCondition{}
+	}
+	notReadyFor := func(gate string) func(p *v1.Pod) bool {
+		return func(p *v1.Pod) bool {
+			r := readyCond(p)
+			return r.Status == v1.ConditionFalse && r.Reason == "ReadinessGatesNotReady" && strings.Contains(r.Message, fmt.Sprintf("%q", gate))
+		}
+	}
+	// Running with its container ready, the pod waits for the last gate
+	// in the spec; once that one is True, for the other.
+	waitPod(t, ns, pod.Name, "running, not Ready for "+two, time.Minute, func(p *v1.Pod) bool {
+		return p.Status.Phase == v1.PodRunning && ready(p, "c") && notReadyFor(two)(p)
+	})
+	setGate(two, v1.ConditionTrue)
+	waitPod(t, ns, pod.Name, "not Ready for "+one, 30*time.Second, notReadyFor(one))
+	setGate(one, v1.ConditionTrue)
+	p := waitPod(t, ns, pod.Name, "Ready with both gates", 30*time.Second, func(p *v1.Pod) bool {
+		return readyCond(p).Status == v1.ConditionTrue
+	})
+	for _, gate := range []string{one, two} {
+		if !slices.ContainsFunc(p.Status.Conditions, func(c v1.PodCondition) bool { return string(c.Type) == gate && c.Status == v1.ConditionTrue }) {
+			t.Errorf("condition %s lost from the status: %+v", gate, p.Status.Conditions)
+		}
+	}
+	setGate(one, v1.ConditionFalse)
+	waitPod(t, ns, pod.Name, "not Ready again for "+one, 30*time.Second, notReadyFor(one))
 }
