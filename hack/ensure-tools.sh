@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the host tools that the tests use and that a fresh Debian machine
 # lacks: Debian's busybox-static (/bin/busybox), from which test/images makes
-# the test images; containerd and containernetworking-plugins, for test/vk's
+# the test images, and bash-static for the Kubernetes e2e images; containerd and containernetworking-plugins, for test/vk's
 # containerd run; libseccomp-dev, for the current engine's runc. Quick and silent when they are all there.
 set -euo pipefail
 
 missing=()
 [ -x /bin/busybox ] || missing+=(busybox-static)
+# The Kubernetes e2e images' /bin/bash and /bin/sh (test/images/kubee2e).
+[ -x /bin/bash-static ] || missing+=(bash-static)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server) # test/remote: the ssh:// host
 # test/vk runs vk-cri on containerd's CRI plugin too, on a CNI bridge.
 command -v containerd >/dev/null 2>&1 || missing+=(containerd)

@@ -82,6 +82,9 @@ func startE2ERegistry(ctx context.Context, toolsDir string) ([]string, error) {
 		return nil, err
 	}
 	p := kubee2e.Programs{Critest: programs}
+	if p.Bash, err = kubee2e.BashStatic(); err != nil {
+		return nil, err
+	}
 	if p.Agnhost, err = os.ReadFile(agnhostBin); err != nil {
 		return nil, err
 	}

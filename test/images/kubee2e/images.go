@@ -2,8 +2,18 @@
 // [NodeConformance] specs (e2e.test v1.37.2) run, under the upstream names
 // of its image manifest (k8s.io/kubernetes/test/utils/image), from what a
 // machine without a registry has: Debian's busybox-static (see
-// test/images), the small static programs of test/images/critest, and
-// agnhost built from k8s.io/kubernetes/test/images/agnhost itself.
+// test/images), Debian's bash-static, the small static programs of
+// test/images/critest, and agnhost built from
+// k8s.io/kubernetes/test/images/agnhost itself.
+//
+// In every image but pause, /bin/sh and /bin/bash are bash-static, not
+// busybox's sh: the specs run /bin/bash (upstream agnhost is Alpine with
+// bash), and they read environment variables whose names are not shell
+// identifiers (a configMap key "data-1" as env) through `sh -c env`.
+// Upstream's sh (busybox 1.37's ash) passes such variables on to what it
+// runs; Debian's busybox 1.35 ash, like dash, drops them, which would fail
+// those specs for the image's sake. bash keeps them, and as sh it runs in
+// POSIX mode.
 //
 // What each image keeps of the upstream one:
 //
@@ -12,9 +22,8 @@
 //     ["pause"], the ports it exposes, /uploads, porter's localhost
 //     certificate, and the user user-defined-in-image (uid 1000) in group
 //     group-defined-in-image (gid 50000). Upstream is Alpine with curl,
-//     bind-tools, iproute2, netcat, bash and socat; here busybox gives sh,
-//     nc, wget, nslookup and ip, and bash is busybox's sh (its bash applet,
-//     or a script that runs sh).
+//     bind-tools, iproute2, netcat, bash and socat; here busybox gives nc,
+//     wget, nslookup and ip, and bash is bash.
 //   - busybox (1.37.0-2): busybox and its applets, Cmd ["sh"].
 //   - nginx (1.27.0-2 and 1.28.0-2): HTTP 200 on / at port 80 from
 //     critest's webserver installed as /usr/sbin/nginx, beside busybox.
@@ -26,6 +35,7 @@
 package kubee2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -59,6 +69,21 @@ type Programs struct {
 	PorterCert, PorterKey []byte
 	// Critest holds the web server and nnp (critest.Build).
 	Critest critest.Programs
+	// Bash is a static bash (BashStatic).
+	Bash []byte
+}
+
+// BashStaticPath is the static bash the images carry as /bin/bash and
+// /bin/sh: Debian's bash-static.
+var BashStaticPath = "/bin/bash-static"
+
+// BashStatic reads BashStaticPath.
+func BashStatic() ([]byte, error) {
+	b, err := os.ReadFile(BashStaticPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("kubee2e images: %s is missing (apt-get install -y bash-static, or bash hack/ensure-tools.sh)", BashStaticPath)
+	}
+	return b, err
 }
 
 // Images returns every image the NodeConformance specs pull (see the
@@ -69,11 +94,14 @@ func Images(p Programs) ([]critest.Image, error) {
 		return nil, fmt.Errorf("kubee2e images: agnhost is missing")
 	case len(p.Critest.Webserver) == 0 || len(p.Critest.NNP) == 0:
 		return nil, fmt.Errorf("kubee2e images: the critest programs are missing")
+	case len(p.Bash) == 0:
+		return nil, fmt.Errorf("kubee2e images: bash is missing")
 	}
 	bb, err := images.BusyboxFiles()
 	if err != nil {
 		return nil, err
 	}
+	bb = withBash(bb, p.Bash)
 	base := func(marker string, extra ...imagebuild.File) []imagebuild.File {
 		files := append(slices.Clone(bb),
 			imagebuild.File{Path: "/var/run", Mode: os.ModeDir | 0o755},
@@ -118,13 +146,18 @@ func Images(p Programs) ([]critest.Image, error) {
 	}, nil
 }
 
+// withBash replaces busybox's sh and bash applets in files with bash (see
+// the package doc).
+func withBash(files []imagebuild.File, bash []byte) []imagebuild.File {
+	out := slices.DeleteFunc(slices.Clone(files), func(f imagebuild.File) bool { return f.Path == "/bin/sh" || f.Path == "/bin/bash" })
+	return append(out,
+		imagebuild.File{Path: "/bin/bash", Mode: 0o755, Data: bash},
+		imagebuild.File{Path: "/bin/sh", Hardlink: "/bin/bash"})
+}
+
 // agnhostFiles adds agnhost and what its Dockerfile adds to busybox's files.
 func agnhostFiles(files []imagebuild.File, p Programs) []imagebuild.File {
 	out := critest.WithUserInGroup(files, "user-defined-in-image", 1000, "group-defined-in-image", 50000)
-	if !slices.ContainsFunc(out, func(f imagebuild.File) bool { return f.Path == "/bin/bash" }) {
-		// a busybox built without its bash applet
-		out = append(out, imagebuild.File{Path: "/bin/bash", Mode: 0o755, Data: []byte("#!/bin/sh\nexec /bin/sh \"$@\"\n")})
-	}
 	return append(out,
 		imagebuild.File{Path: "/agnhost", Mode: 0o755, Data: p.Agnhost},
 		imagebuild.File{Path: "/agnhost-2", Link: "agnhost"},
