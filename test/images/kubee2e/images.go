@@ -25,6 +25,10 @@
 //     bind-tools, iproute2, netcat, bash and socat; here busybox gives nc,
 //     wget, nslookup and ip, and bash is bash.
 //   - busybox (1.37.0-2): busybox and its applets, Cmd ["sh"].
+//   - glibc-dns-testing (2.1.1): busybox, Cmd ["sh"]. Upstream is Debian
+//     with dnsutils and coredns; the specs that pull it (hostnameOverride)
+//     run sh, hostname and `hostname -f`, which busybox answers from
+//     /etc/hosts as glibc's resolver does.
 //   - nginx (1.27.0-2 and 1.28.0-2): HTTP 200 on / at port 80 from
 //     critest's webserver installed as /usr/sbin/nginx, beside busybox.
 //   - nonroot (1.5): busybox with USER 1234.
@@ -53,6 +57,7 @@ const (
 	Agnhost     = E2EPrefix + "agnhost:2.66.1"
 	AgnhostPrev = E2EPrefix + "agnhost:2.55"
 	Busybox     = E2EPrefix + "busybox:1.37.0-2"
+	GlibcDNS    = E2EPrefix + "glibc-dns-testing:2.1.1"
 	Nginx       = E2EPrefix + "nginx:1.27.0-2"
 	NginxNew    = E2EPrefix + "nginx:1.28.0-2"
 	NonRoot     = E2EPrefix + "nonroot:1.5"
@@ -121,6 +126,7 @@ func Images(p Programs) ([]critest.Image, error) {
 			ExposedPorts: []string{"80/tcp", "8080/tcp", "8081/tcp", "9376/tcp", "5000/tcp"},
 		}},
 		{Refs: []string{Busybox}, Files: base(Busybox), Config: shell},
+		{Refs: []string{GlibcDNS}, Files: base(GlibcDNS), Config: shell},
 		{
 			Refs:  []string{Nginx, NginxNew},
 			Files: base(Nginx, imagebuild.File{Path: "/usr/sbin/nginx", Mode: 0o755, Data: p.Critest.Webserver}),
