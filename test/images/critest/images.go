@@ -75,6 +75,9 @@ const (
 // Build, and optionally a Shell.
 type Programs struct {
 	Pgrep, Ipcs, Webserver, NNP []byte
+	// Curl is for the Kubernetes e2e images (test/images/kubee2e), whose
+	// programs are built here too.
+	Curl []byte
 	// Shell, when set, is the images' sh (see Shell). Without it sh is
 	// busybox-static's, and critest's MaskedPaths spec fails.
 	Shell *Shell
@@ -89,6 +92,7 @@ var programDirs = []struct {
 	{"ipcs", func(p *Programs) *[]byte { return &p.Ipcs }},
 	{"webserver", func(p *Programs) *[]byte { return &p.Webserver }},
 	{"nnp", func(p *Programs) *[]byte { return &p.NNP }},
+	{"curl", func(p *Programs) *[]byte { return &p.Curl }},
 }
 
 // Build compiles the programs of cmd/ (stdlib only) into dir as static

@@ -23,7 +23,8 @@
 //     certificate, and the user user-defined-in-image (uid 1000) in group
 //     group-defined-in-image (gid 50000). Upstream is Alpine with curl,
 //     bind-tools, iproute2, netcat, bash and socat; here busybox gives nc,
-//     wget, nslookup and ip, and bash is bash.
+//     wget, nslookup and ip, bash is bash, and curl is test/images/critest's
+//     cmd/curl (a GET of an http:// URL with the flags the specs pass).
 //   - busybox (1.37.0-2): busybox and its applets, Cmd ["sh"].
 //   - glibc-dns-testing (2.1.1): busybox, Cmd ["sh"]. Upstream is Debian
 //     with dnsutils and coredns; the specs that pull it (hostnameOverride)
@@ -97,7 +98,7 @@ func Images(p Programs) ([]critest.Image, error) {
 	switch {
 	case len(p.Agnhost) == 0:
 		return nil, fmt.Errorf("kubee2e images: agnhost is missing")
-	case len(p.Critest.Webserver) == 0 || len(p.Critest.NNP) == 0:
+	case len(p.Critest.Webserver) == 0 || len(p.Critest.NNP) == 0 || len(p.Critest.Curl) == 0:
 		return nil, fmt.Errorf("kubee2e images: the critest programs are missing")
 	case len(p.Bash) == 0:
 		return nil, fmt.Errorf("kubee2e images: bash is missing")
@@ -166,6 +167,7 @@ func agnhostFiles(files []imagebuild.File, p Programs) []imagebuild.File {
 	out := critest.WithUserInGroup(files, "user-defined-in-image", 1000, "group-defined-in-image", 50000)
 	return append(out,
 		imagebuild.File{Path: "/agnhost", Mode: 0o755, Data: p.Agnhost},
+		imagebuild.File{Path: "/usr/bin/curl", Mode: 0o755, Data: p.Critest.Curl},
 		imagebuild.File{Path: "/agnhost-2", Link: "agnhost"},
 		imagebuild.File{Path: "/uploads", Mode: os.ModeDir | 0o755},
 		imagebuild.File{Path: "/localhost.crt", Mode: 0o644, Data: p.PorterCert},

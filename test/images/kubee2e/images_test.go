@@ -23,7 +23,7 @@ func TestShellKeepsEnvNames(t *testing.T) {
 		images.SkipOrFail(t, "%v", err)
 	}
 	imgs, err := Images(Programs{Agnhost: []byte("not run"), Bash: bash,
-		Critest: critest.Programs{Webserver: []byte("not run"), NNP: []byte("not run")}})
+		Critest: critest.Programs{Webserver: []byte("not run"), NNP: []byte("not run"), Curl: []byte("not run")}})
 	if err != nil {
 		images.SkipOrFail(t, "%v", err)
 	}
