@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -162,7 +163,9 @@ func sandboxLinux(pod *v1.Pod) *runtimeapi.LinuxPodSandboxConfig {
 	if psc := pod.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
 		l.Sysctls = map[string]string{}
 		for _, s := range psc.Sysctls {
-			l.Sysctls[s.Name] = s.Value
+			// As kubelet: the runtime gets dot-separated names
+			// ("kernel/shm_rmid_forced" is kernel.shm_rmid_forced).
+			l.Sysctls[utilsysctl.NormalizeName(s.Name)] = s.Value
 		}
 	}
 	return l

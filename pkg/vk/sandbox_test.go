@@ -65,7 +65,7 @@ func TestSandboxConfig(t *testing.T) {
 			Labels: map[string]string{"app": "x"}, Annotations: map[string]string{"note": "y"}},
 		Spec: v1.PodSpec{
 			HostIPC: true, ShareProcessNamespace: &share, DNSPolicy: v1.DNSNone,
-			SecurityContext: &v1.PodSecurityContext{RunAsUser: &user, Sysctls: []v1.Sysctl{{Name: "net.core.somaxconn", Value: "1024"}}},
+			SecurityContext: &v1.PodSecurityContext{RunAsUser: &user, Sysctls: []v1.Sysctl{{Name: "net.core.somaxconn", Value: "1024"}, {Name: "kernel/shm_rmid_forced", Value: "1"}}},
 			Containers: []v1.Container{{Name: "c", Ports: []v1.ContainerPort{{ContainerPort: 80, HostPort: 8080}, {ContainerPort: 81}, {ContainerPort: 53, HostPort: 5353, Protocol: v1.ProtocolUDP}},
 				SecurityContext: &v1.SecurityContext{Privileged: &priv}}},
 		},
@@ -87,7 +87,8 @@ func TestSandboxConfig(t *testing.T) {
 	if ns.Ipc != runtimeapi.NamespaceMode_NODE || ns.Pid != runtimeapi.NamespaceMode_POD || ns.Network != runtimeapi.NamespaceMode_POD {
 		t.Errorf("namespaces %v", ns)
 	}
-	if !cfg.Linux.SecurityContext.Privileged || cfg.Linux.SecurityContext.RunAsUser.GetValue() != 1000 || cfg.Linux.Sysctls["net.core.somaxconn"] != "1024" {
+	if !cfg.Linux.SecurityContext.Privileged || cfg.Linux.SecurityContext.RunAsUser.GetValue() != 1000 || cfg.Linux.Sysctls["net.core.somaxconn"] != "1024" ||
+		cfg.Linux.Sysctls["kernel.shm_rmid_forced"] != "1" || len(cfg.Linux.Sysctls) != 2 {
 		t.Errorf("security %v sysctls %v", cfg.Linux.SecurityContext, cfg.Linux.Sysctls)
 	}
 	if cfg.LogDirectory != "/state/logs/ns_"+pod.Name+"_u" {

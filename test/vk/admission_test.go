@@ -47,17 +47,18 @@ func TestAdmissionSysctlForbidden(t *testing.T) {
 }
 
 // An unsafe sysctl --allowed-unsafe-sysctls lets through is set in the
-// pod, as is a safe one.
+// pod, as are safe ones, one of them named with slashes.
 func TestAdmissionSysctlAllowed(t *testing.T) {
 	ns := namespace(t)
 	pod := createPod(t, &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "allowed", Namespace: ns},
 		Spec: v1.PodSpec{
 			Containers: []v1.Container{busybox("main",
-				"echo msgmax=$(cat /proc/sys/kernel/msgmax) range=$(cat /proc/sys/net/ipv4/ip_local_port_range); sleep 3600")},
+				"echo msgmax=$(cat /proc/sys/kernel/msgmax) range=$(cat /proc/sys/net/ipv4/ip_local_port_range) shm=$(cat /proc/sys/kernel/shm_rmid_forced); sleep 3600")},
 			SecurityContext: &v1.PodSecurityContext{Sysctls: []v1.Sysctl{
 				{Name: "kernel.msgmax", Value: "65536"},
 				{Name: "net.ipv4.ip_local_port_range", Value: "20000 30000"},
+				{Name: "kernel/shm_rmid_forced", Value: "1"},
 			}},
 		},
 	})
@@ -71,7 +72,7 @@ func TestAdmissionSysctlAllowed(t *testing.T) {
 		logs = string(b)
 		return err == nil && strings.Contains(logs, "msgmax="), fmt.Sprintf("%s logs %q err %v", podSummary(p), logs, err)
 	})
-	if want := "msgmax=65536 range=20000 30000"; !strings.Contains(logs, want) {
+	if want := "msgmax=65536 range=20000 30000 shm=1"; !strings.Contains(logs, want) {
 		t.Errorf("container saw %q, want %q", logs, want)
 	}
 }
