@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -273,6 +274,59 @@ func TestHookPostStartPreStop(t *testing.T) {
 	t.Logf("deleted in %v (grace %ds)", took.Round(time.Millisecond), grace)
 	if took > time.Duration(grace)*time.Second {
 		t.Errorf("deletion took %v, beyond the %ds grace period", took, grace)
+	}
+}
+
+// TestHookPreStopSleep: a preStop sleep holds the container's stop back by
+// its seconds, within the grace period the deletion gives (cut short when
+// that is shorter). A finalizer keeps the pod in the API server, so the
+// terminated state vk-cri reports can be read and stays.
+func TestHookPreStopSleep(t *testing.T) {
+	need(t)
+	t.Parallel()
+	ns := namespace(t)
+	const finalizer = "example.com/hold"
+	hold := func(name string, grace int64, sleep int64) *v1.Pod {
+		c := sleeper("c")
+		c.Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Sleep: &v1.SleepAction{Seconds: sleep}}}
+		p := specPod(ns, name, c)
+		p.Spec.TerminationGracePeriodSeconds = &grace
+		p.Finalizers = []string{finalizer}
+		createPod(t, p)
+		t.Cleanup(func() {
+			patch := []byte(`{"metadata":{"finalizers":null}}`)
+			_, _ = client.CoreV1().Pods(ns).Patch(context.Background(), name, types.MergePatchType, patch, metav1.PatchOptions{})
+		})
+		waitRunning(t, ns, name)
+		return p
+	}
+	full := hold("sleep-full", 30, 4)
+	cut := hold("sleep-cut", 30, 30)
+	deleted := map[string]time.Time{}
+	for name, grace := range map[string]int64{full.Name: 30, cut.Name: 3} {
+		deleted[name] = time.Now()
+		if err := client.CoreV1().Pods(ns).Delete(context.Background(), name, *metav1.NewDeleteOptions(grace)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, want := range map[string][2]time.Duration{
+		full.Name: {4 * time.Second, 20 * time.Second}, // the sleep, then a quick stop
+		cut.Name:  {3 * time.Second, 15 * time.Second}, // the deletion's 3 s, not the sleep's 30
+	} {
+		p := waitPod(t, ns, name, name+" terminated", 90*time.Second, func(p *v1.Pod) bool {
+			c := containerStatus(p, "c")
+			return c != nil && c.State.Terminated != nil
+		})
+		took := containerStatus(p, "c").State.Terminated.FinishedAt.Sub(deleted[name])
+		if took < want[0]-time.Second || took > want[1] {
+			t.Errorf("%s: stopped %v after the delete, want %v to %v", name, took, want[0], want[1])
+		}
+		// The terminated state stays while the finalizer holds the pod.
+		consistently(t, name+" still terminated", 3*time.Second, func() (bool, string) {
+			p := getPod(t, ns, name)
+			c := containerStatus(p, "c")
+			return c != nil && c.State.Terminated != nil, podSummary(p)
+		})
 	}
 }
 
