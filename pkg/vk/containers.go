@@ -149,11 +149,11 @@ func makeMounts(c *v1.Container, vols map[string]volume, env map[string]string) 
 			if err := checkSubPath(subPath); err != nil {
 				return nil, err
 			}
+			root := host
 			host = filepath.Join(host, subPath)
 			if _, err := os.Lstat(host); os.IsNotExist(err) && !v.readOnly {
-				// kubelet makes a missing subPath as a folder.
-				if err := os.MkdirAll(host, 0o777); err != nil {
-					return nil, err
+				if err := makeSubPath(root, subPath); err != nil {
+					return nil, fmt.Errorf("failed to create subPath directory for volumeMount %q of container %q: %w", m.Name, c.Name, err)
 				}
 			}
 		}
@@ -173,6 +173,40 @@ func makeMounts(c *v1.Container, vols map[string]volume, env map[string]string) 
 		mounts = append(mounts, mount)
 	}
 	return mounts, nil
+}
+
+// makeSubPath makes the missing folders of subPath under volume root
+// with the root's own mode, set bits included, whatever the umask (as
+// kubelet's SafeMakeDir): with fsGroup the root is group-writable and
+// setgid, and so must the subPath be for the pod's group to write there.
+// It does not follow a symbolic link on the way, which could lead out of
+// the volume.
+func makeSubPath(root, subPath string) error {
+	fi, err := os.Stat(root)
+	if err != nil {
+		return err
+	}
+	mode := fi.Mode() & (os.ModePerm | os.ModeSetgid | os.ModeSetuid | os.ModeSticky)
+	dir := root
+	for _, name := range strings.Split(filepath.Clean(subPath), string(filepath.Separator)) {
+		dir = filepath.Join(dir, name)
+		fi, err := os.Lstat(dir)
+		switch {
+		case err == nil && fi.Mode()&os.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symbolic link", strings.TrimPrefix(dir, root+"/"))
+		case err == nil:
+			continue
+		case !os.IsNotExist(err):
+			return err
+		}
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			return err
+		}
+		if err := os.Chmod(dir, mode); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // expandSubPathExpr expands a volumeMount's subPathExpr from the

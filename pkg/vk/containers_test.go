@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -190,5 +191,43 @@ func TestWorkerSubPathExpr(t *testing.T) {
 	if cs := containerStatus(st, "b"); cs.State.Waiting == nil || cs.State.Waiting.Reason != reasonCreateConfigError ||
 		cs.State.Waiting.Message != "missing value for POD_NAME" {
 		t.Errorf("b: %+v", cs.State)
+	}
+}
+
+// TestMakeSubPath: a missing subPath is made with its volume's mode, set
+// bits included, whatever the umask; a symbolic link on the way is
+// refused rather than followed.
+func TestMakeSubPath(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	root := t.TempDir()
+	want := os.ModeSetgid | os.ModeSticky | 0o777
+	if err := os.Chmod(root, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := makeSubPath(root, "a/b"); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"a", "a/b"} {
+		fi, err := os.Stat(filepath.Join(root, d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode() &^ os.ModeDir; got != want {
+			t.Errorf("%s: mode %v, want %v", d, got, want)
+		}
+	}
+	if err := makeSubPath(root, "a/b"); err != nil {
+		t.Errorf("again: %v", err)
+	}
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := makeSubPath(root, "link/escape"); err == nil {
+		t.Error("made a subPath through a symbolic link")
+	}
+	if _, err := os.Stat(filepath.Join(outside, "escape")); !os.IsNotExist(err) {
+		t.Errorf("a folder was made outside the volume: %v", err)
 	}
 }

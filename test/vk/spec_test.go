@@ -196,6 +196,36 @@ func TestSpecSubPathExpr(t *testing.T) {
 	}
 }
 
+// TestSpecSubPathFSGroup: a missing subPath of an emptyDir, in a pod with
+// fsGroup, is made with the volume's mode (group-writable, setgid, sticky
+// on tmpfs) and its group, so a non-root user of the group writes there,
+// and what it writes belongs to the group; as kubelet's.
+func TestSpecSubPathFSGroup(t *testing.T) {
+	need(t)
+	t.Parallel()
+	ns := namespace(t)
+	uid, fsGroup := int64(1001), int64(123)
+	main := sleeper("main")
+	main.VolumeMounts = []v1.VolumeMount{{Name: "v", MountPath: "/all"}, {Name: "v", MountPath: "/sub", SubPath: "a/b"}}
+	pod := specPod(ns, "subpath-fsgroup", main)
+	pod.Spec.SecurityContext = &v1.PodSecurityContext{RunAsUser: &uid, FSGroup: &fsGroup}
+	pod.Spec.Volumes = []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{Medium: v1.StorageMediumMemory}}}}
+	p := waitRunning(t, ns, createPod(t, pod).Name)
+	stat := func(path string) string {
+		return strings.TrimSpace(execIn(t, p, "main", "stat", "-c", "%A %u %g", path))
+	}
+	root := stat("/all")
+	for _, d := range []string{"/all/a", "/all/a/b"} {
+		if got := stat(d); !strings.HasPrefix(got, strings.Fields(root)[0]+" 0 123") {
+			t.Errorf("%s: %q, want the volume's mode (%q), owner 0 and group 123", d, got, root)
+		}
+	}
+	execIn(t, p, "main", "sh", "-c", "echo hello > /sub/f")
+	if got := stat("/all/a/b/f"); !strings.HasSuffix(got, " 1001 123") {
+		t.Errorf("a file written in the subPath: %q, want owner 1001 and group 123", got)
+	}
+}
+
 // TestSpecFileKeyRef: env from a file an init container wrote into an
 // emptyDir (kubelet's KEY='value' format); an optional key that is not
 // there leaves its variable unset.
