@@ -34,7 +34,7 @@ help:
 	@echo 'make test-engines  test/e2e, test/fault, critest and the basic vk-cri flow on this machine'"'"'s engine, then on a current one (ENGINE=current picks it for one target)'
 	@echo 'make test-engine-current  a current Docker Engine (dockerd 29, containerd 2; built once) runs privately: busybox, then a pod through cri-compose'
 	@echo 'make conformance  critest (cri-tools'"'"' CRI validation suite) against bin/cri-compose, offline'
-	@echo 'make conformance-node  Kubernetes'"'"' e2e.test [NodeConformance] specs against vk-cri on cri-compose (CONFORMANCE_NODE_FLAGS)'
+	@echo 'make conformance-node  Kubernetes'"'"' e2e.test [NodeConformance] specs against vk-cri on cri-compose (CONFORMANCE_NODE_FLAGS; NODE=kubelet: a real kubelet on cri-compose)'
 	@echo 'make fuzz      every fuzz target for FUZZTIME each (default 10s)'
 	@echo 'make churn     the churn test, CI mode (30 pods, leak and memory checks)'
 	@echo 'make soak      200 pods churned for 10 minutes, streaming URL expiry, longer fuzz'
@@ -328,12 +328,15 @@ endif
 # provider suite (TestProviderSuite, also part of make test-vk) after it.
 CONFORMANCE_NODE_FLAGS ?=
 VK_SUITE ?=
+# NODE=kubelet: the node under test is a real kubelet (the suite's version,
+# built into the tool cache) on cri-compose, in vk-cri's place.
+NODE ?= vk-cri
 CONFORMANCE_NODE_RUN = ^TestNodeConformance$$$(if $(filter 1,$(VK_SUITE)),|^TestProviderSuite$$)
 
 .PHONY: conformance-node
 conformance-node: ensure-docker ensure-tools
 	mkdir -p test/vk/_output
-	cd test/vk && rc=0; VK_NODE_CONFORMANCE=1 VK_E2E_RACE=0 CONFORMANCE_NODE_FLAGS='$(CONFORMANCE_NODE_FLAGS)' \
+	cd test/vk && rc=0; VK_NODE_CONFORMANCE=1 VK_CONFORMANCE_NODE='$(NODE)' VK_E2E_RACE=0 CONFORMANCE_NODE_FLAGS='$(CONFORMANCE_NODE_FLAGS)' \
 		GOWORK=off $(GO) test -count=1 -timeout 150m -run '$(CONFORMANCE_NODE_RUN)' -v . > _output/conformance-node.log 2>&1 || rc=$$?; \
 		grep -E '^(=== RUN|--- |\s+node_conformance_test.go|FAIL|ok|vk e2e)' _output/conformance-node.log | tail -60; \
 		tail -1 _output/conformance-node/summary.txt 2>/dev/null || echo 'no summary: see test/vk/_output/conformance-node.log'; exit $$rc

@@ -318,6 +318,13 @@ func setup() (cleanup func()) {
 	if vkKubeconfig, err = nodeKubeconfig(nodeName); err != nil {
 		return fail(err)
 	}
+	if nodeConformance && kubeletNode { // kubelet_node_test.go: a real kubelet in vk-cri's place
+		if err := startKubeletNode(ctx, toolsDir, vkKubeconfig); err != nil {
+			return fail(err)
+		}
+		timed("kubelet node Ready", start)
+		return cleanup
+	}
 	vkLog = filepath.Join(runDir, "vk-cri.log")
 	vkArgs := []string{
 		"--kubeconfig", vkKubeconfig, "--nodename", nodeName, "--cri-endpoint", "unix://" + criSock,

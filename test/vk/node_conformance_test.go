@@ -223,7 +223,11 @@ func TestNodeConformance(t *testing.T) {
 		t.Errorf("failed: %s", f)
 	}
 	summary := fmt.Sprintf("%d passed, %d failed, %d skipped", res.passed, len(res.failed), res.skipped)
-	report := fmt.Sprintf("node conformance (vk-cri on cri-compose): e2e.test in %v; JUnit in %s\n%s\n", took, junitPath, summary)
+	node := "vk-cri"
+	if kubeletNode {
+		node = "kubelet"
+	}
+	report := fmt.Sprintf("node conformance (%s on cri-compose): e2e.test in %v; JUnit in %s\n%s\n", node, took, junitPath, summary)
 	if err := os.WriteFile(filepath.Join(out, "summary.txt"), []byte(report), 0o644); err != nil {
 		t.Error(err)
 	}

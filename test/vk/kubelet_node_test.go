@@ -1,0 +1,135 @@
+package vk_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// kubeletNode runs the node conformance specs against a real kubelet, of
+// the Kubernetes version the e2e suite is (tools/go.mod), whose container
+// runtime is cri-compose: the proof that cri-compose is a CRI runtime a
+// kubelet takes as it takes containerd (make conformance-node NODE=kubelet).
+var kubeletNode = os.Getenv("VK_CONFORMANCE_NODE") == "kubelet"
+
+// kubeletSysctls are the host sysctls kubelet sets at start when it does
+// not protect the kernel's defaults (setupKernelTunables); they are put
+// back once it stops, as the machine is shared.
+var kubeletSysctls = []string{
+	"vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+	"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes",
+}
+
+// startKubeletNode starts kubelet as node nodeName, on cri-compose's
+// socket, with the kubelet API at kubeletAddr trusting the API server's
+// client certificate (kubeletCACert), and waits for the node to be Ready.
+func startKubeletNode(ctx context.Context, toolsDir, nodeKubeconfig string) error {
+	bin, took, err := kubeBinary(ctx, toolsDir, "kubelet", "k8s.io/kubernetes/cmd/kubelet")
+	if err != nil {
+		return err
+	}
+	if took > 0 {
+		timings = append(timings, fmt.Sprintf("kubelet built in %v (cold)", took.Round(time.Second)))
+	}
+	saved := map[string][]byte{}
+	for _, s := range kubeletSysctls {
+		if b, err := os.ReadFile("/proc/sys/" + s); err == nil {
+			saved[s] = b
+		}
+	}
+	prepared.Defer(func() {
+		for s, b := range saved {
+			if err := os.WriteFile("/proc/sys/"+s, b, 0o644); err != nil {
+				fmt.Fprintf(os.Stderr, "vk e2e: restore %s: %v\n", s, err)
+			}
+		}
+	})
+
+	root := filepath.Join(runDir, "kubelet")
+	for _, d := range []string{root, filepath.Join(root, "pod-logs")} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return err
+		}
+	}
+	host, port, _ := strings.Cut(kubeletAddr, ":")
+	// Only what this node needs that kubelet's defaults do not give:
+	// cri-compose's socket, Docker's cgroupfs driver, the API server's
+	// client CA, no swap check, no eviction (the machine's disk and
+	// memory are the other suites' too), no node allocatable enforced (it
+	// would carve the machine's cgroups), and its files under the run's
+	// folder.
+	config := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %s
+port: %s
+readOnlyPort: 0
+healthzPort: 0
+containerRuntimeEndpoint: unix://%s
+cgroupDriver: cgroupfs
+failSwapOn: false
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: %s}
+authorization: {mode: AlwaysAllow}
+registerWithTaints: []
+maxPods: 110
+podLogsDir: %s
+resolvConf: /etc/resolv.conf
+clusterDomain: cluster.local
+evictionHard: {memory.available: "0%%", nodefs.available: "0%%", imagefs.available: "0%%", nodefs.inodesFree: "0%%"}
+imageGCHighThresholdPercent: 100
+enforceNodeAllocatable: []
+makeIPTablesUtilChains: false
+serializeImagePulls: false
+`, host, port, criSock, kubeletCACert, filepath.Join(root, "pod-logs"))
+	cfgPath := filepath.Join(root, "config.yaml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
+		return err
+	}
+	vkLog = filepath.Join(runDir, "kubelet.log")
+	stop, err := startProcess(vkLog, bin, "--config", cfgPath, "--kubeconfig", nodeKubeconfig,
+		"--hostname-override", nodeName, "--node-ip", "127.0.0.1", "--root-dir", root,
+		"--cert-dir", filepath.Join(root, "pki"), "-v=2")
+	if err != nil {
+		return err
+	}
+	prepared.Defer(func() {
+		deleteAllPods()
+		stop()
+		// What kubelet mounted for its pods (tmpfs volumes) goes with it.
+		for _, m := range mountsUnder(root) {
+			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
+				fmt.Fprintf(os.Stderr, "vk e2e: unmount %s: %v\n", m, err)
+			}
+		}
+	})
+	if err := waitNodeReady(nodeName, 2*time.Minute); err != nil {
+		return fmt.Errorf("kubelet: %w\n%s", err, tail(vkLog, 40))
+	}
+	return nil
+}
+
+// mountsUnder lists the mount points below dir, deepest first.
+func mountsUnder(dir string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
+			out = append(out, fields[4])
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	return out
+}
