@@ -130,11 +130,20 @@ func (c *Controllers) Run(ctx context.Context, p *Provider, s ServeConfig) error
 	defer func() { _ = srv.Close() }()
 
 	// The pod controller passes on spec changes only; a readiness gate's
-	// condition, set by a controller, changes the status alone.
+	// condition, set by a controller, changes the status alone. A pod
+	// gone from the API server ends what vk-cri kept of it once finished.
 	if _, err := c.pods.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, obj any) {
 			if pod, ok := obj.(*v1.Pod); ok {
 				p.PodStatusSeen(pod)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pod, ok := obj.(*v1.Pod); ok {
+				p.PodGone(pod)
 			}
 		},
 	}); err != nil {

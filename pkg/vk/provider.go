@@ -2,6 +2,7 @@ package vk
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -90,8 +91,14 @@ type Provider struct {
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
 	byName  map[string]types.UID // namespace/name → uid of the current pod
-	notify  func(*v1.Pod)
-	ctx     context.Context // the workers' context, from Run
+	// finished holds the last status of the pods whose workers stopped
+	// and removed them, until the API server's object goes (a finalizer
+	// can hold it): a later deletion of the same pod says that status
+	// again rather than run a worker that finds nothing and reports the
+	// containers as never started.
+	finished map[types.UID]finishedPod
+	notify   func(*v1.Pod)
+	ctx      context.Context // the workers' context, from Run
 
 	node    nodeState
 	nodeCPU nodeCPU // last node CPU sample (stats.go)
@@ -126,6 +133,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		runtimeVersion: v.GetRuntimeVersion(),
 		workers:        map[types.UID]*podWorker{},
 		byName:         map[string]types.UID{},
+		finished:       map[types.UID]finishedPod{},
 	}
 	if p.admission, err = newHostAdmitter(cfg.AllowedUnsafeSysctls); err != nil {
 		return nil, fmt.Errorf("allowed unsafe sysctls: %w", err)
@@ -271,6 +279,16 @@ func (p *Provider) DeletePod(_ context.Context, pod *v1.Pod) error {
 	}
 	p.mu.Lock()
 	w, ok := p.workers[pod.UID]
+	if f, done := p.finished[pod.UID]; !ok && done {
+		p.mu.Unlock()
+		// Stopped and removed already: its last status again, on the
+		// object as it is now (the pod controller writes the whole object,
+		// and the deletion's grace period may have changed since).
+		np := pod.DeepCopy()
+		np.Status = *f.status.DeepCopy()
+		p.notifyPod(np)
+		return nil
+	}
 	if !ok {
 		w = newPodWorker(p, pod.DeepCopy())
 		p.workers[pod.UID] = w
@@ -288,6 +306,63 @@ func (p *Provider) DeletePod(_ context.Context, pod *v1.Pod) error {
 	w.delete(grace)
 	klog.V(2).InfoS("Pod deletion requested", "pod", klog.KObj(pod), "uid", pod.UID, "grace", grace)
 	return nil
+}
+
+// finishedPod is the last status of a pod vk-cri stopped and removed.
+type finishedPod struct {
+	status *v1.PodStatus
+	at     time.Time
+}
+
+// finishedFor is how long a finished pod's status is kept when the API
+// server's object is never seen to go (a watch that missed it).
+const finishedFor = time.Hour
+
+// rememberFinished keeps pod's last status (finished).
+func (p *Provider) rememberFinished(uid types.UID, st *v1.PodStatus) {
+	if st == nil {
+		return
+	}
+	now := p.clock.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for u, f := range p.finished {
+		if now.Sub(f.at) > finishedFor {
+			delete(p.finished, u)
+		}
+	}
+	p.finished[uid] = finishedPod{status: st.DeepCopy(), at: now}
+}
+
+// PodGone forgets a pod the API server no longer has. The controllers call
+// it for every deletion their pod informer sees.
+func (p *Provider) PodGone(pod *v1.Pod) {
+	p.mu.Lock()
+	delete(p.finished, pod.UID)
+	p.mu.Unlock()
+}
+
+// writeFinalStatus writes pod's last status to the API server before its
+// object is deleted, as kubelet's status manager does. The pod
+// controller's own write of it comes later, from its queue; once the
+// deletion's grace period changed, the API server refuses that write (the
+// field is immutable, and the controller sends the whole object), and a
+// finalizer holding the object would keep the pod's running status. A
+// merge patch of the status alone, on this UID, has no such race.
+func (p *Provider) writeFinalStatus(ctx context.Context, pod *v1.Pod, st *v1.PodStatus) {
+	if p.cfg.Client == nil || st == nil {
+		return
+	}
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": pod.UID}, // a precondition: not a new pod of the same name
+		"status":   st,
+	})
+	if err == nil {
+		_, err = p.cfg.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	}
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		klog.ErrorS(err, "Writing the pod's last status", "pod", klog.KObj(pod))
+	}
 }
 
 // deleteFromAPI deletes a pod vk-cri has stopped and removed, with no

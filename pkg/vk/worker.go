@@ -115,6 +115,16 @@ func (w *podWorker) setPod(pod *v1.Pod) {
 	w.poke()
 }
 
+// lastStatus is a copy of the status the worker last reported, or nil.
+func (w *podWorker) lastStatus() *v1.PodStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.status == nil {
+		return nil
+	}
+	return w.status.DeepCopy()
+}
+
 // seeStatus takes, from the pod as the API server now has it, the
 // conditions that are not kubelet's own (those of readiness gates, set by
 // controllers), and wakes the worker when they changed: as kubelet's, the
@@ -247,9 +257,13 @@ func (w *podWorker) pass(parent context.Context) (done bool) {
 		}
 		w.report(obs, true)
 		klog.V(2).InfoS("Pod removed from the runtime", "pod", klog.KObj(pod), "uid", pod.UID)
+		final := w.lastStatus()
+		w.p.rememberFinished(pod.UID, final)
 		if pod.DeletionTimestamp != nil {
-			// As kubelet: once nothing of the pod runs, the API object
-			// goes at once rather than when the grace period ends.
+			// As kubelet: the last status first, then, once nothing of
+			// the pod runs, the API object goes at once rather than when
+			// the grace period ends.
+			w.p.writeFinalStatus(ctx, pod, final)
 			w.p.deleteFromAPI(ctx, pod)
 		}
 		return true

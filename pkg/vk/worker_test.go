@@ -14,6 +14,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	critesting "k8s.io/cri-api/pkg/apis/testing"
@@ -431,4 +433,80 @@ func externalConditionsDropped(conds []v1.PodCondition) []v1.PodCondition {
 		}
 	}
 	return out
+}
+
+// TestWorkerFinalStatus: a deleted pod's last status (its containers
+// terminated) is written to the API server before the object is deleted,
+// and a deletion that comes again once the worker is done (the object held
+// by a finalizer) says that status again, on the object as it is now,
+// instead of running a worker that would report the containers as never
+// started.
+func TestWorkerFinalStatus(t *testing.T) {
+	pod := testPod()
+	pod.Spec.InitContainers = nil
+	e := newTestEnv(t)
+	cs := fake.NewClientset(pod.DeepCopy())
+	e.p.cfg.Client = cs
+	w := newPodWorker(e.p, pod)
+	t.Cleanup(w.probes.stopAll)
+	e.p.mu.Lock()
+	e.p.workers[pod.UID] = w
+	e.p.mu.Unlock()
+	w.pass(context.Background())
+
+	deleting := pod.DeepCopy()
+	now := metav1.NewTime(e.clock.Now())
+	grace := int64(30)
+	deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = &now, &grace
+	w.setPod(deleting)
+	w.delete(grace)
+	if done := w.pass(context.Background()); !done {
+		t.Fatal("delete did not finish")
+	}
+	e.p.forget(w)
+	var verbs []string
+	for _, a := range cs.Actions() {
+		verbs = append(verbs, a.GetVerb()+"/"+a.GetSubresource())
+	}
+	if i, j := slices.Index(verbs, "patch/status"), slices.Index(verbs, "delete/"); i < 0 || j < 0 || i > j {
+		t.Fatalf("API calls %v: want the status patched, then the pod deleted", verbs)
+	}
+	patch := string(cs.Actions()[slices.Index(verbs, "patch/status")].(k8stesting.PatchAction).GetPatch())
+	if !strings.Contains(patch, `"terminated"`) || !strings.Contains(patch, `"uid":"uid-1"`) {
+		t.Errorf("status patch %s: want the terminated containers, on the pod's uid", patch)
+	}
+
+	// Deleted again, with no grace left.
+	zero := int64(0)
+	again := deleting.DeepCopy()
+	again.DeletionGracePeriodSeconds = &zero
+	e.mu.Lock()
+	e.notified = nil
+	e.mu.Unlock()
+	if err := e.p.DeletePod(context.Background(), again); err != nil {
+		t.Fatal(err)
+	}
+	e.p.mu.Lock()
+	_, running := e.p.workers[pod.UID]
+	e.p.mu.Unlock()
+	if running {
+		t.Error("a worker runs for a pod that was stopped and removed")
+	}
+	got := e.last(t)
+	if got.DeletionGracePeriodSeconds == nil || *got.DeletionGracePeriodSeconds != 0 {
+		t.Errorf("re-reported on the old object: deletion grace %v", got.DeletionGracePeriodSeconds)
+	}
+	for _, c := range got.Status.ContainerStatuses {
+		if c.State.Terminated == nil {
+			t.Errorf("container %s re-reported as %+v, want terminated", c.Name, c.State)
+		}
+	}
+	// Gone from the API server: forgotten.
+	e.p.PodGone(again)
+	e.p.mu.Lock()
+	_, kept := e.p.finished[pod.UID]
+	e.p.mu.Unlock()
+	if kept {
+		t.Error("the finished pod is still kept after it is gone")
+	}
 }
