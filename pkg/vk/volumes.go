@@ -127,7 +127,10 @@ func setUpVolume(dir string, pod *v1.Pod, v *v1.Volume, src objectSource, mem *m
 		if err != nil {
 			return volume{}, err
 		}
-		return volume{hostPath: p}, setUpMemoryDir(p, pod, v.EmptyDir, allocatableOf(src))
+		if err := setUpMemoryDir(p, pod, v.EmptyDir, allocatableOf(src)); err != nil {
+			return volume{}, err
+		}
+		return volume{hostPath: p}, fsGroupDir(p, podFSGroup(pod))
 	case v.EmptyDir != nil:
 		p, err := path("empty-dir")
 		if err != nil {
@@ -136,7 +139,10 @@ func setUpVolume(dir string, pod *v1.Pod, v *v1.Volume, src objectSource, mem *m
 		if err := os.MkdirAll(p, 0o777); err != nil {
 			return volume{}, err
 		}
-		return volume{hostPath: p}, os.Chmod(p, 0o777) // as kubelet: writable by any user
+		if err := os.Chmod(p, 0o777); err != nil { // as kubelet: writable by any user
+			return volume{}, err
+		}
+		return volume{hostPath: p}, fsGroupDir(p, podFSGroup(pod))
 	case v.HostPath != nil:
 		return volume{hostPath: v.HostPath.Path}, checkHostPath(v.HostPath)
 	case v.ConfigMap != nil:

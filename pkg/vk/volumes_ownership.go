@@ -86,6 +86,25 @@ func withFSGroup(fs map[string]file, fsGroup *int64) map[string]file {
 	return out
 }
 
+// fsGroupDir gives an emptyDir's folder to the pod's fsGroup, as kubelet's
+// SetVolumeOwnership does to a writable volume: the group, rw for it
+// (mode | 0660), x and setgid for a folder, so that every container user
+// of the group writes there and what it makes is the group's. An emptyDir
+// is set up empty, so its folder is all there is to change.
+func fsGroupDir(dir string, fsGroup *int64) error {
+	if fsGroup == nil {
+		return nil
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if err := os.Lchown(dir, -1, int(*fsGroup)); err != nil {
+		return err
+	}
+	return os.Chmod(dir, fi.Mode()&(os.ModePerm|os.ModeSticky|os.ModeSetgid|os.ModeSetuid)|os.ModeSetgid|0o770)
+}
+
 // tokenFile is a serviceAccountToken file of a projected volume whose
 // defaultMode is dflt.
 func tokenFile(pod *v1.Pod, tok []byte, dflt *int32) file {

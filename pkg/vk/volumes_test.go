@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -144,6 +145,40 @@ func TestSetUpVolumesUnsupported(t *testing.T) {
 		_, err := setUpVolumes(t.TempDir(), pod, &fakeObjects{}, nil)
 		if err == nil || !strings.Contains(err.Error(), `volume "v": `+c.kind+" volumes are not supported") {
 			t.Errorf("%s: %v", c.kind, err)
+		}
+	}
+}
+
+// TestEmptyDirFSGroup: with the pod's fsGroup, an emptyDir's folder is
+// the group's, group-writable and setgid (kubelet's SetVolumeOwnership);
+// without, it stays root's 0777.
+func TestEmptyDirFSGroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("changing a folder's group to any gid needs root")
+	}
+	fsGroup := int64(123)
+	for _, tc := range []struct {
+		name    string
+		fsGroup *int64
+		mode    os.FileMode
+		gid     uint32
+	}{
+		{"fsGroup", &fsGroup, os.ModeSetgid | 0o777, 123},
+		{"no fsGroup", nil, 0o777, 0},
+	} {
+		pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+			Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{FSGroup: tc.fsGroup},
+				Volumes: []v1.Volume{{Name: "e", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}}}
+		vols, err := setUpVolumes(t.TempDir(), pod, &fakeObjects{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := os.Stat(vols["e"].hostPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode() &^ os.ModeDir; got != tc.mode || fi.Sys().(*syscall.Stat_t).Gid != tc.gid {
+			t.Errorf("%s: mode %v gid %d, want %v and %d", tc.name, got, fi.Sys().(*syscall.Stat_t).Gid, tc.mode, tc.gid)
 		}
 	}
 }

@@ -30,16 +30,17 @@ func setUpMemoryDir(p string, pod *v1.Pod, v *v1.EmptyDirVolumeSource, alloc v1.
 	if mounted, err := isMountPoint(p); err != nil || mounted {
 		return err
 	}
-	opts := "mode=0777"
+	// No mode: as kubelet's, the tmpfs has its default, 1777.
+	opts := ""
 	if size := memoryDirSize(pod, v.SizeLimit, alloc); size > 0 {
-		opts += fmt.Sprintf(",size=%d", size)
+		opts = fmt.Sprintf("size=%d", size)
 	}
 	err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts)
 	if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
 		tmpfsRefused.Do(func() {
 			klog.InfoS("Cannot mount tmpfs here; emptyDir volumes of medium Memory are disk folders", "err", err)
 		})
-		return os.Chmod(p, 0o777)
+		return os.Chmod(p, os.ModeSticky|0o777) // a tmpfs's mode
 	}
 	if err != nil {
 		return fmt.Errorf("mount tmpfs on %s: %w", p, err)
