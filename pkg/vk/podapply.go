@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"google.golang.org/grpc/status"
 	v1 "k8s.io/api/core/v1"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
@@ -330,27 +331,42 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *v1.Container, ini
 	cfg.Labels[labelNode] = w.p.cfg.NodeName
 	id, err := w.p.rt.CreateContainer(ctx, env.sandboxID, cfg, env.sandbox)
 	if err != nil {
+		w.p.containerEvent(pod, c.Name, true, eventFailed, "Error: "+grpcMessage(err))
 		w.wakeAfter(backoffInitial)
 		return false, containerResult{name: c.Name, step: stepCreate, message: err.Error()}
 	}
+	w.p.containerEvent(pod, c.Name, false, eventCreated, "Container created")
 	w.p.backoff.reset(cfgKey)
 	if err := w.p.rt.StartContainer(ctx, id); err != nil {
+		w.p.containerEvent(pod, c.Name, true, eventFailed, "Error: "+grpcMessage(err))
 		// Left created or exited: the next pass restarts it with back-off.
 		return true, containerResult{name: c.Name, step: stepStart, message: err.Error()}
 	}
+	w.p.containerEvent(pod, c.Name, false, eventStarted, "Container started")
 	klog.V(2).InfoS("Container started", "pod", klog.KObj(pod), "container", c.Name, "id", id, "attempt", attempt)
 	return true, w.postStart(ctx, pod, c, id)
+}
+
+// grpcMessage is the message of a runtime's gRPC error, as kubelet puts it
+// in its events (without the code's prefix).
+func grpcMessage(err error) string {
+	if s, ok := status.FromError(err); ok {
+		return s.Message()
+	}
+	return err.Error()
 }
 
 // startCreated starts a container that was created but not started (a
 // start that failed, or vk-cri stopped in between).
 func (w *podWorker) startCreated(ctx context.Context, pod *v1.Pod, cur *criContainer) (bool, containerResult) {
 	if err := w.p.rt.StartContainer(ctx, cur.id); err != nil {
+		w.p.containerEvent(pod, cur.name, true, eventFailed, "Error: "+grpcMessage(err))
 		// Remove it: the next pass makes a new one, with back-off.
 		_ = w.p.rt.RemoveContainer(ctx, cur.id)
 		w.wakeAfter(backoffInitial)
 		return false, containerResult{name: cur.name, step: stepStart, message: err.Error()}
 	}
+	w.p.containerEvent(pod, cur.name, false, eventStarted, "Container started")
 	res := w.postStart(ctx, pod, specOf(pod, cur.name), cur.id)
 	res.name = cur.name
 	return true, res

@@ -665,3 +665,26 @@ func TestHookActions(t *testing.T) {
 		t.Fatal("sleep hook outlived its context")
 	}
 }
+
+// TestWorkerContainerEvents: each container made and started gets
+// kubelet's Created and Started events (the e2e suite waits for Started),
+// and a start the runtime refuses a Failed one with its message.
+func TestWorkerContainerEvents(t *testing.T) {
+	pod := testPod()
+	pod.Spec.InitContainers = nil
+	e, w, rec := probeEnv(t, pod)
+	w.pass(context.Background())
+	ev := events(rec)
+	count := func(want string) int {
+		return len(slices.DeleteFunc(slices.Clone(ev), func(s string) bool { return s != want }))
+	}
+	if count("Normal Created Container created") != 2 || count("Normal Started Container started") != 2 {
+		t.Fatalf("events %q: want Created and Started for each of the two containers", ev)
+	}
+	e.rt.InjectError("StartContainer", errors.New("no such file"))
+	e.exit(t, "a", 1)
+	w.pass(context.Background())
+	if ev := events(rec); !slices.Contains(ev, "Warning Failed Error: no such file") {
+		t.Errorf("events %q: want the failed start", ev)
+	}
+}

@@ -29,8 +29,10 @@ const (
 	keepDead = 2
 	// maxTerminationMessage is kubelet's limit on a termination message.
 	maxTerminationMessage = 4096
-	// Events kubelet records when a container or the sandbox cannot be
-	// made.
+	// Events kubelet records as it makes a container (the e2e suite waits
+	// for Started), and when a container or the sandbox cannot be made.
+	eventCreated                = "Created"
+	eventStarted                = "Started"
 	eventFailed                 = "Failed"
 	eventFailedCreatePodSandBox = "FailedCreatePodSandBox"
 	eventFailedMount            = "FailedMount"
