@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // kubeletNode runs the node conformance specs against a real kubelet, of
@@ -27,9 +29,14 @@ var kubeletSysctls = []string{
 }
 
 // startKubeletNode starts kubelet as node nodeName, on cri-compose's
-// socket, with the kubelet API at kubeletAddr trusting the API server's
+// socket, with its API at kubeletAddr's port trusting the API server's
 // client certificate (kubeletCACert), and waits for the node to be Ready.
-func startKubeletNode(ctx context.Context, toolsDir, nodeKubeconfig string) error {
+//
+// Kubelet refuses a loopback node IP, and the API server reaches a node's
+// API at its InternalIP; so the node's address is the host's side of the
+// pods' bridge (network), which this run made, and its API listens there
+// alone.
+func startKubeletNode(ctx context.Context, toolsDir, nodeKubeconfig, network string) error {
 	bin, took, err := kubeBinary(ctx, toolsDir, "kubelet", "k8s.io/kubernetes/cmd/kubelet")
 	if err != nil {
 		return err
@@ -57,9 +64,23 @@ func startKubeletNode(ctx context.Context, toolsDir, nodeKubeconfig string) erro
 			return err
 		}
 	}
-	host, port, _ := strings.Cut(kubeletAddr, ":")
+	var host string
+	if err := suite.Poll("the pods' network "+network, 30*time.Second, func() (bool, string) {
+		subnets, _, err := engine.NetworkSubnets(ctx, network)
+		for _, s := range subnets {
+			if s.Addr().Is4() {
+				host = s.Masked().Addr().Next().String() // the engine's gateway: the bridge's own address
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(subnets, err)
+	}); err != nil {
+		return err
+	}
+	_, port, _ := strings.Cut(kubeletAddr, ":")
 	// Only what this node needs that kubelet's defaults do not give:
-	// cri-compose's socket, Docker's cgroupfs driver, the API server's
+	// cri-compose's socket, Docker's cgroupfs driver (and cgroup v1, which
+	// kubelet refuses by default since 1.35, where the host has it), the API server's
 	// client CA, no swap check, no eviction (the machine's disk and
 	// memory are the other suites' too), no node allocatable enforced (it
 	// would carve the machine's cgroups), and its files under the run's
@@ -73,6 +94,7 @@ healthzPort: 0
 containerRuntimeEndpoint: unix://%s
 cgroupDriver: cgroupfs
 failSwapOn: false
+failCgroupV1: false
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: false}
@@ -95,7 +117,7 @@ serializeImagePulls: false
 	}
 	vkLog = filepath.Join(runDir, "kubelet.log")
 	stop, err := startProcess(vkLog, bin, "--config", cfgPath, "--kubeconfig", nodeKubeconfig,
-		"--hostname-override", nodeName, "--node-ip", "127.0.0.1", "--root-dir", root,
+		"--hostname-override", nodeName, "--node-ip", host, "--root-dir", root,
 		"--cert-dir", filepath.Join(root, "pki"), "-v=2")
 	if err != nil {
 		return err
