@@ -125,7 +125,8 @@ serializeImagePulls: false
 	prepared.Defer(func() {
 		deleteAllPods()
 		stop()
-		// What kubelet mounted for its pods (tmpfs volumes) goes with it.
+		// What kubelet mounted (its root, its pods' tmpfs volumes) goes
+		// with it.
 		for _, m := range mountsUnder(root) {
 			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
 				fmt.Fprintf(os.Stderr, "vk e2e: unmount %s: %v\n", m, err)
@@ -138,7 +139,8 @@ serializeImagePulls: false
 	return nil
 }
 
-// mountsUnder lists the mount points below dir, deepest first.
+// mountsUnder lists the mount points at and below dir, deepest first
+// (kubelet bind-mounts its root folder onto itself, to share mounts).
 func mountsUnder(dir string) []string {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
@@ -148,7 +150,7 @@ func mountsUnder(dir string) []string {
 	var out []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
+		if fields := strings.Fields(sc.Text()); len(fields) > 4 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
 			out = append(out, fields[4])
 		}
 	}
