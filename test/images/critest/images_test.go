@@ -13,7 +13,7 @@ import (
 )
 
 func fakePrograms() Programs {
-	return Programs{Pgrep: []byte("pgrep"), Ipcs: []byte("ipcs"), Webserver: []byte("webserver"), NNP: []byte("nnp")}
+	return Programs{Pgrep: []byte("pgrep"), Ipcs: []byte("ipcs"), Webserver: []byte("webserver"), NNP: []byte("nnp"), Curl: []byte("curl")}
 }
 
 // TestImages checks the names against critest v1.37.0's and what the specs
