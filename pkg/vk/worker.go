@@ -53,7 +53,10 @@ type podWorker struct {
 	grace      int64
 	cancelPass context.CancelFunc
 	startTime  time.Time
-	killMsgs   map[string]string // container id → why vk-cri killed it (hooks.go)
+	// deadlineHit: the pod ran past its activeDeadlineSeconds, and is
+	// Failed for it whatever its containers did after.
+	deadlineHit bool
+	killMsgs    map[string]string // container id → why vk-cri killed it (hooks.go)
 	// rejected is the status of a pod admission refused (admission.go):
 	// nothing of it runs, and this is all it reports.
 	rejected *v1.PodStatus
@@ -115,6 +118,39 @@ func (w *podWorker) setPod(pod *v1.Pod) {
 	w.spec = pod.DeepCopy()
 	w.mu.Unlock()
 	w.poke()
+}
+
+// Kubelet's words for a pod past its activeDeadlineSeconds.
+const (
+	reasonDeadlineExceeded  = "DeadlineExceeded"
+	messageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
+)
+
+// activeDeadline fails st, as kubelet's active deadline handler does, once
+// the pod has run activeDeadlineSeconds since its start: Failed with
+// DeadlineExceeded (a Normal event says so once), which makes the worker
+// stop its containers as for any terminal pod. Until then it wakes the
+// worker at the deadline, which an update of the pod may have moved.
+func (w *podWorker) activeDeadline(pod *v1.Pod, st *v1.PodStatus) {
+	w.mu.Lock()
+	hit := w.deadlineHit
+	w.mu.Unlock()
+	if !hit {
+		d := pod.Spec.ActiveDeadlineSeconds
+		if d == nil || st.StartTime == nil || st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
+			return
+		}
+		left := time.Duration(*d)*time.Second - w.p.clock.Since(st.StartTime.Time)
+		if left > 0 {
+			w.wakeAfter(left)
+			return
+		}
+		w.mu.Lock()
+		w.deadlineHit = true
+		w.mu.Unlock()
+		w.p.podEvent(pod, false, reasonDeadlineExceeded, messageDeadlineExceeded)
+	}
+	st.Phase, st.Reason, st.Message = v1.PodFailed, reasonDeadlineExceeded, messageDeadlineExceeded
 }
 
 // lastStatus is a copy of the status the worker last reported, or nil.
@@ -323,6 +359,7 @@ func (w *podWorker) report(obs *observation, terminated bool) {
 			probe:     w.probes.state,
 			allocated: rs.alloc, resizePending: rs.pending, resizeFailed: rs.failed,
 		})
+		w.activeDeadline(pod, &st)
 	}
 	if w.p.runtimeDown.Load() && !terminated && rejected == nil {
 		// What the runtime still answers may be stale (cri-compose

@@ -510,3 +510,47 @@ func TestWorkerFinalStatus(t *testing.T) {
 		t.Error("the finished pod is still kept after it is gone")
 	}
 }
+
+// TestWorkerActiveDeadline: a pod that has run activeDeadlineSeconds since
+// its start is Failed with kubelet's DeadlineExceeded, whatever its
+// containers do after, and they are stopped; a deadline moved by an
+// update of the pod counts from the same start.
+func TestWorkerActiveDeadline(t *testing.T) {
+	pod := testPod()
+	pod.Spec.InitContainers = nil
+	e, w, rec := probeEnv(t, pod)
+	w.pass(context.Background())
+	if st := e.last(t).Status; st.Phase != v1.PodRunning {
+		t.Fatalf("phase %s, want Running", st.Phase)
+	}
+	// No deadline yet, then one of 30 s set by an update at 10 s.
+	e.clock.Step(10 * time.Second)
+	d := int64(30)
+	upd := pod.DeepCopy()
+	upd.Spec.ActiveDeadlineSeconds = &d
+	w.setPod(upd)
+	w.pass(context.Background())
+	if st := e.last(t).Status; st.Phase != v1.PodRunning {
+		t.Fatalf("before the deadline: phase %s", st.Phase)
+	}
+	e.clock.Step(21 * time.Second)
+	w.pass(context.Background())
+	st := e.last(t).Status
+	if st.Phase != v1.PodFailed || st.Reason != "DeadlineExceeded" || st.Message != "Pod was active on the node longer than the specified deadline" {
+		t.Fatalf("after the deadline: phase %s reason %q message %q", st.Phase, st.Reason, st.Message)
+	}
+	if ev := events(rec); !slices.Contains(ev, "Normal DeadlineExceeded Pod was active on the node longer than the specified deadline") {
+		t.Errorf("events %q", ev)
+	}
+	// The containers are stopped, and exiting 0 does not make it Succeeded.
+	w.pass(context.Background())
+	for _, name := range []string{"a", "b"} {
+		if c := e.container(t, name); c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
+			t.Errorf("container %s %v after the deadline, want exited", name, c.State)
+		}
+	}
+	w.pass(context.Background())
+	if st := e.last(t).Status; st.Phase != v1.PodFailed || st.Reason != "DeadlineExceeded" {
+		t.Errorf("once stopped: phase %s reason %q", st.Phase, st.Reason)
+	}
+}

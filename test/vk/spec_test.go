@@ -404,3 +404,29 @@ func TestSpecReadinessGates(t *testing.T) {
 	setGate(one, v1.ConditionFalse)
 	waitPod(t, ns, pod.Name, "not Ready again for "+one, 30*time.Second, notReadyFor(one))
 }
+
+// TestSpecActiveDeadline: a pod whose activeDeadlineSeconds an update
+// shortens is Failed with DeadlineExceeded once it has run that long, and
+// its container is stopped, as kubelet does.
+func TestSpecActiveDeadline(t *testing.T) {
+	need(t)
+	t.Parallel()
+	ns := namespace(t)
+	long := int64(3600)
+	pod := specPod(ns, "deadline", sleeper("c"))
+	pod.Spec.ActiveDeadlineSeconds = &long
+	createPod(t, pod)
+	p := waitRunning(t, ns, pod.Name)
+	short := int64(3)
+	p.Spec.ActiveDeadlineSeconds = &short
+	if _, err := client.CoreV1().Pods(ns).Update(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p = waitPod(t, ns, pod.Name, "Failed with DeadlineExceeded", time.Minute, func(p *v1.Pod) bool {
+		c := containerStatus(p, "c")
+		return p.Status.Phase == v1.PodFailed && p.Status.Reason == "DeadlineExceeded" && c != nil && c.State.Terminated != nil
+	})
+	if n := probeEvents(t, ns, pod.Name, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline"); n == 0 {
+		t.Errorf("no DeadlineExceeded event: %s", podSummary(p))
+	}
+}
