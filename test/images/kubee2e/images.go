@@ -6,14 +6,12 @@
 // test/images/critest, and agnhost built from
 // k8s.io/kubernetes/test/images/agnhost itself.
 //
-// In every image but pause, /bin/sh and /bin/bash are bash-static, not
-// busybox's sh: the specs run /bin/bash (upstream agnhost is Alpine with
-// bash), and they read environment variables whose names are not shell
-// identifiers (a configMap key "data-1" as env) through `sh -c env`.
-// Upstream's sh (busybox 1.37's ash) passes such variables on to what it
-// runs; Debian's busybox 1.35 ash, like dash, drops them, which would fail
-// those specs for the image's sake. bash keeps them, and as sh it runs in
-// POSIX mode.
+// /bin/sh is busybox's ash, as upstream's (the specs compare its error
+// messages, "can't create /file: Read-only file system"). It is Debian's
+// busybox 1.35, whose ash drops environment variables whose names are not
+// shell identifiers when it runs a program; upstream's 1.37 keeps them. So
+// the two specs that read a configMap or secret key such as "data-1"
+// through `sh -c env` fail with these images (README.md says so).
 //
 // What each image keeps of the upstream one:
 //
@@ -79,8 +77,8 @@ type Programs struct {
 	Bash []byte
 }
 
-// BashStaticPath is the static bash the images carry as /bin/bash and
-// /bin/sh: Debian's bash-static.
+// BashStaticPath is the static bash agnhost carries as /bin/bash, as its
+// Alpine image has: Debian's bash-static.
 var BashStaticPath = "/bin/bash-static"
 
 // BashStatic reads BashStaticPath.
@@ -107,7 +105,6 @@ func Images(p Programs) ([]critest.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	bb = withBash(bb, p.Bash)
 	base := func(marker string, extra ...imagebuild.File) []imagebuild.File {
 		files := append(slices.Clone(bb),
 			imagebuild.File{Path: "/var/run", Mode: os.ModeDir | 0o755},
@@ -153,18 +150,15 @@ func Images(p Programs) ([]critest.Image, error) {
 	}, nil
 }
 
-// withBash replaces busybox's sh and bash applets in files with bash (see
-// the package doc).
+// withBash puts bash at /bin/bash in place of any busybox applet there.
 func withBash(files []imagebuild.File, bash []byte) []imagebuild.File {
-	out := slices.DeleteFunc(slices.Clone(files), func(f imagebuild.File) bool { return f.Path == "/bin/sh" || f.Path == "/bin/bash" })
-	return append(out,
-		imagebuild.File{Path: "/bin/bash", Mode: 0o755, Data: bash},
-		imagebuild.File{Path: "/bin/sh", Hardlink: "/bin/bash"})
+	out := slices.DeleteFunc(slices.Clone(files), func(f imagebuild.File) bool { return f.Path == "/bin/bash" })
+	return append(out, imagebuild.File{Path: "/bin/bash", Mode: 0o755, Data: bash})
 }
 
 // agnhostFiles adds agnhost and what its Dockerfile adds to busybox's files.
 func agnhostFiles(files []imagebuild.File, p Programs) []imagebuild.File {
-	out := critest.WithUserInGroup(files, "user-defined-in-image", 1000, "group-defined-in-image", 50000)
+	out := withBash(critest.WithUserInGroup(files, "user-defined-in-image", 1000, "group-defined-in-image", 50000), p.Bash)
 	return append(out,
 		imagebuild.File{Path: "/agnhost", Mode: 0o755, Data: p.Agnhost},
 		imagebuild.File{Path: "/usr/bin/curl", Mode: 0o755, Data: p.Critest.Curl},
