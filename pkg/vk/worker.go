@@ -126,31 +126,39 @@ const (
 	messageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
 )
 
-// activeDeadline fails st, as kubelet's active deadline handler does, once
-// the pod has run activeDeadlineSeconds since its start: Failed with
-// DeadlineExceeded (a Normal event says so once), which makes the worker
-// stop its containers as for any terminal pod. Until then it wakes the
-// worker at the deadline, which an update of the pod may have moved.
-func (w *podWorker) activeDeadline(pod *v1.Pod, st *v1.PodStatus) {
+// activeDeadline reports whether the pod has run activeDeadlineSeconds
+// since its start, as kubelet's active deadline handler (a Normal event
+// says so once); the worker then stops its containers as for any terminal
+// pod. st is Failed with DeadlineExceeded once none runs: the pod
+// controller writes no status of a pod the API server has terminal, so a
+// Failed phase beside a running container would stay so. Until the
+// deadline, it wakes the worker then (an update of the pod may move it).
+func (w *podWorker) activeDeadline(pod *v1.Pod, st *v1.PodStatus) bool {
 	w.mu.Lock()
 	hit := w.deadlineHit
 	w.mu.Unlock()
 	if !hit {
 		d := pod.Spec.ActiveDeadlineSeconds
 		if d == nil || st.StartTime == nil || st.Phase == v1.PodSucceeded || st.Phase == v1.PodFailed {
-			return
+			return false
 		}
 		left := time.Duration(*d)*time.Second - w.p.clock.Since(st.StartTime.Time)
 		if left > 0 {
 			w.wakeAfter(left)
-			return
+			return false
 		}
 		w.mu.Lock()
 		w.deadlineHit = true
 		w.mu.Unlock()
 		w.p.podEvent(pod, false, reasonDeadlineExceeded, messageDeadlineExceeded)
 	}
+	for _, cs := range append(slices.Clone(st.InitContainerStatuses), st.ContainerStatuses...) {
+		if cs.State.Running != nil {
+			return true
+		}
+	}
 	st.Phase, st.Reason, st.Message = v1.PodFailed, reasonDeadlineExceeded, messageDeadlineExceeded
+	return true
 }
 
 // lastStatus is a copy of the status the worker last reported, or nil.
@@ -359,7 +367,9 @@ func (w *podWorker) report(obs *observation, terminated bool) {
 			probe:     w.probes.state,
 			allocated: rs.alloc, resizePending: rs.pending, resizeFailed: rs.failed,
 		})
-		w.activeDeadline(pod, &st)
+		if w.activeDeadline(pod, &st) && w.advance(podTerminal) {
+			w.wakeAfter(0) // to stop its containers
+		}
 	}
 	if w.p.runtimeDown.Load() && !terminated && rejected == nil {
 		// What the runtime still answers may be stale (cri-compose

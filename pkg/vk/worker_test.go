@@ -535,14 +535,16 @@ func TestWorkerActiveDeadline(t *testing.T) {
 	}
 	e.clock.Step(21 * time.Second)
 	w.pass(context.Background())
-	st := e.last(t).Status
-	if st.Phase != v1.PodFailed || st.Reason != "DeadlineExceeded" || st.Message != "Pod was active on the node longer than the specified deadline" {
-		t.Fatalf("after the deadline: phase %s reason %q message %q", st.Phase, st.Reason, st.Message)
-	}
 	if ev := events(rec); !slices.Contains(ev, "Normal DeadlineExceeded Pod was active on the node longer than the specified deadline") {
 		t.Errorf("events %q", ev)
 	}
-	// The containers are stopped, and exiting 0 does not make it Succeeded.
+	// Not Failed while a container still runs: the pod controller writes
+	// nothing more of a pod the API server has terminal.
+	if st := e.last(t).Status; st.Phase == v1.PodFailed {
+		t.Fatalf("Failed with containers running: %+v", st.ContainerStatuses)
+	}
+	// The containers are stopped, then it is Failed, and exiting 0 does not
+	// make it Succeeded.
 	w.pass(context.Background())
 	for _, name := range []string{"a", "b"} {
 		if c := e.container(t, name); c.State != runtimeapi.ContainerState_CONTAINER_EXITED {
@@ -550,7 +552,13 @@ func TestWorkerActiveDeadline(t *testing.T) {
 		}
 	}
 	w.pass(context.Background())
-	if st := e.last(t).Status; st.Phase != v1.PodFailed || st.Reason != "DeadlineExceeded" {
-		t.Errorf("once stopped: phase %s reason %q", st.Phase, st.Reason)
+	st := e.last(t).Status
+	if st.Phase != v1.PodFailed || st.Reason != "DeadlineExceeded" || st.Message != "Pod was active on the node longer than the specified deadline" {
+		t.Fatalf("once stopped: phase %s reason %q message %q", st.Phase, st.Reason, st.Message)
+	}
+	for _, cs := range st.ContainerStatuses {
+		if cs.State.Terminated == nil {
+			t.Errorf("container %s %+v in the Failed status, want terminated", cs.Name, cs.State)
+		}
 	}
 }
