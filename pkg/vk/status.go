@@ -475,10 +475,8 @@ func (in *statusInput) conditions(st *v1.PodStatus, initDone bool) []v1.PodCondi
 	}
 
 	// Keep transition times of unchanged conditions; keep others' conditions.
-	mine := map[v1.PodConditionType]bool{v1.PodResizePending: true, v1.PodResizeInProgress: true}
 	for i := range conds {
 		c := &conds[i]
-		mine[c.Type] = true
 		c.ObservedGeneration = in.pod.Generation
 		c.LastTransitionTime = metav1.NewTime(in.now)
 		for _, o := range in.pod.Status.Conditions {
@@ -488,10 +486,5 @@ func (in *statusInput) conditions(st *v1.PodStatus, initDone bool) []v1.PodCondi
 			}
 		}
 	}
-	for _, o := range in.pod.Status.Conditions {
-		if !mine[o.Type] {
-			conds = append(conds, o)
-		}
-	}
-	return conds
+	return append(conds, externalConditions(in.pod.Status.Conditions)...)
 }
