@@ -36,3 +36,17 @@ func Eventually(t testing.TB, what string, timeout time.Duration, cond func() (b
 		t.Fatal(err)
 	}
 }
+
+// Consistently fails t if cond is false at any look for d: at once, then
+// every interval (a look may cost a request, so not every PollInterval).
+func Consistently(t testing.TB, what string, d, interval time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	for end := time.Now().Add(d); ; time.Sleep(interval) { // the pace of the looks
+		if ok, why := cond(); !ok {
+			t.Fatalf("%s: no longer so: %s", what, why)
+		}
+		if time.Now().After(end) {
+			return
+		}
+	}
+}

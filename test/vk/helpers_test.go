@@ -31,16 +31,6 @@ func waitFor(t *testing.T, what string, d time.Duration, cond func() (bool, stri
 	}
 }
 
-// consistently fails t if cond is false at any look (every 200 ms) for d.
-func consistently(t *testing.T, what string, d time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Millisecond) { // the pace of the looks
-		if ok, msg := cond(); !ok {
-			t.Fatalf("%s: no longer so: %s", what, msg)
-		}
-	}
-}
-
 func waitNodeReady(name string, d time.Duration) error {
 	return suite.Poll("node "+name+" Ready", d, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // Probes and lifecycle hooks, end to end: vk-cri runs them against real
@@ -322,7 +324,7 @@ func TestHookPreStopSleep(t *testing.T) {
 			t.Errorf("%s: stopped %v after the delete, want %v to %v", name, took, want[0], want[1])
 		}
 		// The terminated state stays while the finalizer holds the pod.
-		consistently(t, name+" still terminated", 3*time.Second, func() (bool, string) {
+		suite.Consistently(t, name+" still terminated", 3*time.Second, 200*time.Millisecond, func() (bool, string) {
 			p := getPod(t, ns, name)
 			c := containerStatus(p, "c")
 			return c != nil && c.State.Terminated != nil, podSummary(p)
