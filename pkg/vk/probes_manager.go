@@ -103,6 +103,11 @@ type probeSet struct {
 
 	mu   sync.Mutex
 	byID map[string]*containerProbes
+	// terminating: the pod is being killed. As kubelet, only readiness
+	// probes go on (a container whose preStop or SIGTERM handler makes it
+	// unready shows so while it ends); liveness and startup count as
+	// succeeded, so that a container is never killed twice.
+	terminating bool
 }
 
 func newProbeSet(clk clock.WithTicker, check probeFunc, onChange func()) *probeSet {
@@ -119,6 +124,9 @@ func (s *probeSet) ensure(ctx context.Context, t *probeTarget) {
 	defer s.mu.Unlock()
 	if _, ok := s.byID[t.id]; ok {
 		return
+	}
+	if s.terminating {
+		return // a terminating pod starts no probes
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	cp := &containerProbes{name: t.c.Name, cancel: cancel}
@@ -154,12 +162,62 @@ func (s *probeSet) retain(ids map[string]bool) {
 // stopAll stops every probe of the pod.
 func (s *probeSet) stopAll() { s.retain(nil) }
 
+// terminate keeps only the readiness probes of a pod being killed, and
+// records its liveness and startup probes as succeeded (kubelet's
+// prober worker, on a pod with a deletion timestamp).
+func (s *probeSet) terminate() {
+	s.mu.Lock()
+	if s.terminating {
+		s.mu.Unlock()
+		return
+	}
+	s.terminating = true
+	changed := false
+	for _, cp := range s.byID {
+		for _, k := range []probeKind{probeLiveness, probeStartup} {
+			if cp.results[k] != resultSuccess && cp.hasKind(k) {
+				cp.results[k] = resultSuccess
+				changed = true
+			}
+		}
+		for _, pw := range cp.workers {
+			pw.poke() // a readiness probe waiting for the startup probe goes on
+		}
+	}
+	s.mu.Unlock()
+	if changed && s.onChange != nil {
+		s.onChange()
+	}
+}
+
+// stopsWhenTerminating: a probe of kind k no longer runs once terminate
+// was called.
+func (s *probeSet) stopsWhenTerminating(k probeKind) bool {
+	if k == probeReadiness {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.terminating
+}
+
+func (cp *containerProbes) hasKind(k probeKind) bool {
+	for _, pw := range cp.workers {
+		if pw.kind == k {
+			return true
+		}
+	}
+	return false
+}
+
 // set records a probe's new result; a change wakes the pod's worker, and a
 // startup probe's success runs the container's other probes at once.
 func (s *probeSet) set(id string, kind probeKind, r probeResult) {
 	s.mu.Lock()
 	cp, ok := s.byID[id]
-	changed := ok && cp.results[kind] != r
+	// A liveness or startup result that was in flight when the pod began
+	// terminating is thrown away.
+	changed := ok && cp.results[kind] != r && !(s.terminating && kind != probeReadiness)
 	if changed {
 		cp.results[kind] = r
 		if kind == probeStartup && r == resultSuccess {

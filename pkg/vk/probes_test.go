@@ -168,6 +168,47 @@ func TestProbeThresholds(t *testing.T) {
 	}
 }
 
+// TestProbeTerminating: once the pod terminates, its liveness and startup
+// probes count as succeeded and probe no more, while its readiness probe
+// goes on and can still turn the container unready.
+func TestProbeTerminating(t *testing.T) {
+	S, F := resultSuccess, resultFailure
+	f := newProbeFixture(&v1.Container{Name: "c", ReadinessProbe: execProbe(1, 1), LivenessProbe: execProbe(1, 1), StartupProbe: execProbe(1, 1)})
+	f.steps(probeStartup, S)
+	f.steps(probeReadiness, S)
+	f.steps(probeLiveness, F)
+	if _, failed := f.set.failed("cid"); !failed {
+		t.Fatal("liveness not failed before the pod terminates")
+	}
+	before := f.changes
+	f.set.terminate()
+	if _, failed := f.set.failed("cid"); failed {
+		t.Error("a terminating pod's container still failed its liveness probe")
+	}
+	if f.changes != before+1 {
+		t.Errorf("%d changes reported when terminating, want 1", f.changes-before)
+	}
+	n := f.s.n(probeLiveness)
+	f.workers[probeLiveness].onHold = false
+	f.steps(probeLiveness, F, F)
+	if f.s.n(probeLiveness) != n || f.set.result("cid", probeLiveness) != S {
+		t.Errorf("liveness probed on a terminating pod (%d more calls, result %s)", f.s.n(probeLiveness)-n, f.set.result("cid", probeLiveness))
+	}
+	// A liveness failure that was in flight is thrown away.
+	f.set.set("cid", probeLiveness, F)
+	if f.set.result("cid", probeLiveness) != S {
+		t.Error("a liveness failure recorded after the pod began terminating")
+	}
+	f.steps(probeReadiness, F)
+	if _, ready := f.set.state(f.t.c, "cid"); ready {
+		t.Error("readiness not probed on a terminating pod")
+	}
+	f.set.ensure(context.Background(), &probeTarget{pod: f.t.pod, c: f.t.c, id: "other", startedAt: f.clk.Now()})
+	if _, ok := f.set.byID["other"]; ok {
+		t.Error("probes started on a terminating pod")
+	}
+}
+
 // TestProbeWarning: a warning (a redirect not followed) is a success
 // that is reported as kubelet's ProbeWarning event; it neither fails the
 // container nor reports Unhealthy.
@@ -405,7 +446,7 @@ func TestWorkerProbes(t *testing.T) {
 		t.Errorf("events %q", ev)
 	}
 
-	// Deleting the pod stops every probe.
+	// Deleting the pod stops every probe once its containers are stopped.
 	w.delete(1)
 	w.pass(context.Background())
 	if len(w.probes.byID) != 0 {

@@ -74,7 +74,7 @@ func (pw *probeWorker) run(ctx context.Context) {
 // success or failure threshold is reached (kubelet's worker.doProbe).
 func (pw *probeWorker) step(ctx context.Context) {
 	s, t := pw.set, pw.t
-	if pw.onHold || ctx.Err() != nil {
+	if pw.onHold || ctx.Err() != nil || s.stopsWhenTerminating(pw.kind) {
 		return
 	}
 	if s.clock.Since(t.startedAt) < time.Duration(pw.spec.InitialDelaySeconds)*time.Second {

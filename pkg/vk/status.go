@@ -122,7 +122,7 @@ func computeStatus(in statusInput) v1.PodStatus {
 	initDone := true
 	for i := range in.pod.Spec.InitContainers {
 		c := &in.pod.Spec.InitContainers[i]
-		cs := in.containerStatus(c, true, false)
+		cs := in.containerStatus(c, true)
 		if !initComplete(c, &cs) {
 			initDone = false
 		}
@@ -130,7 +130,7 @@ func computeStatus(in statusInput) v1.PodStatus {
 	}
 	for i := range in.pod.Spec.Containers {
 		c := &in.pod.Spec.Containers[i]
-		st.ContainerStatuses = append(st.ContainerStatuses, in.containerStatus(c, false, initDone))
+		st.ContainerStatuses = append(st.ContainerStatuses, in.containerStatus(c, false))
 	}
 	// As kubelet: once an app container ran, the pod stays initialized
 	// while a sidecar restarts.
@@ -161,9 +161,9 @@ func initComplete(c *v1.Container, cs *v1.ContainerStatus) bool {
 	return cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
 }
 
-// containerStatus is one container's status. initDone says whether the
-// containers before it (the init containers) have all succeeded.
-func (in *statusInput) containerStatus(c *v1.Container, init, initDone bool) v1.ContainerStatus {
+// containerStatus is one container's status; init says it is an init
+// container.
+func (in *statusInput) containerStatus(c *v1.Container, init bool) v1.ContainerStatus {
 	cs := v1.ContainerStatus{Name: c.Name, Image: c.Image}
 	list := in.containers[c.Name]
 	var cur *criContainer
@@ -181,8 +181,11 @@ func (in *statusInput) containerStatus(c *v1.Container, init, initDone bool) v1.
 		if len(prev) > 0 {
 			cs.RestartCount = int32(prev[0].attempt) + 1
 		}
+		// kubelet's default for a container not created yet: every
+		// container of a pod with init containers, the init containers
+		// too, waits PodInitializing.
 		reason := reasonContainerCreating
-		if !init && !initDone {
+		if len(in.pod.Spec.InitContainers) > 0 {
 			reason = reasonPodInitializing
 		}
 		cs.State.Waiting = &v1.ContainerStateWaiting{Reason: reason}

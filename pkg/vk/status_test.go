@@ -97,6 +97,15 @@ func TestComputeStatus(t *testing.T) {
 				cond(v1.PodReadyToStartContainers, v1.ConditionFalse, ""), cond(v1.PodScheduled, v1.ConditionTrue, "")},
 		},
 		{
+			// kubelet's default waiting reason for every container of a
+			// pod with init containers, the later init containers too.
+			name: "first init failed",
+			in: statusInput{pod: specPod(v1.RestartPolicyAlways, []string{"i", "j"}, "a"), sandbox: sb,
+				containers: map[string][]*criContainer{"i": {exited("i", "sb", 0, 1)}}},
+			checks: []check{phase(v1.PodPending), state("i", "terminated:Error"), state("j", "waiting:PodInitializing"),
+				state("a", "waiting:PodInitializing"), cond(v1.PodInitialized, v1.ConditionFalse, "ContainersNotInitialized")},
+		},
+		{
 			name: "init running",
 			in: statusInput{pod: specPod(v1.RestartPolicyAlways, []string{"i"}, "a"), sandbox: sb,
 				containers: map[string][]*criContainer{"i": {running("i", "sb", 0)}}},

@@ -292,7 +292,7 @@ func (w *podWorker) pass(parent context.Context) (done bool) {
 		return false
 	}
 	if state == podDeleting {
-		w.probes.stopAll() // kubelet stops probing a pod it terminates
+		w.probes.terminate()
 		obs, err := w.kill(ctx, grace)
 		if err != nil {
 			if parent.Err() == nil {
@@ -301,6 +301,7 @@ func (w *podWorker) pass(parent context.Context) (done bool) {
 			w.wakeAfter(retryAfterError)
 			return false
 		}
+		w.probes.stopAll() // nothing of the pod runs
 		w.report(obs, true)
 		klog.V(2).InfoS("Pod removed from the runtime", "pod", klog.KObj(pod), "uid", pod.UID)
 		final := w.lastStatus()
@@ -628,6 +629,25 @@ func (w *podWorker) removeDead(ctx context.Context, obs *observation) {
 	}
 }
 
+// stopWatching stops the containers as stopContainers does, and meanwhile
+// reports the pod's status whenever a readiness probe's result changes:
+// a container that turns unready while it handles SIGTERM is shown so
+// (and taken out of its Services' endpoints) before it has ended.
+func (w *podWorker) stopWatching(ctx context.Context, pod *v1.Pod, stop []*criContainer, grace int64) error {
+	done := make(chan error, 1)
+	go func() { done <- w.stopContainers(ctx, pod, stop, grace) }()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-w.wake:
+			if obs, err := w.observe(ctx); err == nil {
+				w.report(obs, false)
+			}
+		}
+	}
+}
+
 // kill stops the pod's containers, giving each grace seconds after
 // SIGTERM, then stops and removes its sandboxes and its files. It returns
 // what the containers looked like once stopped, for the final status.
@@ -638,7 +658,7 @@ func (w *podWorker) kill(ctx context.Context, grace int64) (*observation, error)
 		return nil, err
 	}
 	plan := computePodActions(planInput{pod: pod, obs: obs, state: podDeleting})
-	if err := w.stopContainers(ctx, pod, plan.stop, grace); err != nil {
+	if err := w.stopWatching(ctx, pod, plan.stop, grace); err != nil {
 		return nil, err
 	}
 	if obs, err = w.observe(ctx); err != nil { // the exit codes

@@ -2,6 +2,7 @@ package vk_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -372,5 +374,48 @@ func TestHookFallbackToLogs(t *testing.T) {
 	term := containerStatus(p, "c").State.Terminated
 	if term == nil || term.ExitCode != 2 || term.Message != "line one\nthe real reason\n" {
 		t.Fatalf("terminated %+v", term)
+	}
+}
+
+// TestProbeWhileTerminating: a pod being deleted keeps its readiness probe,
+// so a container that makes itself unready on SIGTERM is shown unready
+// while it still runs; its liveness probe stops at once, so the file it
+// removes too kills it no more.
+func TestProbeWhileTerminating(t *testing.T) {
+	need(t)
+	ns := namespace(t)
+	grace := int64(30)
+	c := busybox("c", `trap 'rm -f /tmp/ready /tmp/alive; sleep 15; exit 0' TERM
+touch /tmp/ready /tmp/alive
+while true; do sleep 0.2; done`)
+	c.ReadinessProbe = &v1.Probe{ProbeHandler: execAction("cat", "/tmp/ready"), PeriodSeconds: 1, FailureThreshold: 1}
+	c.LivenessProbe = &v1.Probe{ProbeHandler: execAction("cat", "/tmp/alive"), PeriodSeconds: 1, FailureThreshold: 1}
+	pod := createPod(t, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "terminating", Namespace: ns},
+		Spec:       v1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []v1.Container{c}},
+	})
+	waitPod(t, ns, pod.Name, "pod Ready", 60*time.Second, func(p *v1.Pod) bool {
+		return condition(p, v1.PodReady) == v1.ConditionTrue
+	})
+	if err := client.CoreV1().Pods(ns).Delete(context.Background(), pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p := waitPod(t, ns, pod.Name, "pod unready while it terminates", 20*time.Second, func(p *v1.Pod) bool {
+		return condition(p, v1.PodReady) == v1.ConditionFalse
+	})
+	if p.DeletionTimestamp == nil || containerStatus(p, "c") == nil || containerStatus(p, "c").State.Running == nil {
+		t.Fatalf("unready only once stopped: %s", podSummary(p))
+	}
+	// Until it has ended, the liveness probe never ran against the
+	// removed file.
+	waitFor(t, "pod gone", time.Minute, func() (bool, string) {
+		_, err := client.CoreV1().Pods(ns).Get(context.Background(), pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if n := probeEvents(t, ns, pod.Name, "Unhealthy", "Liveness probe failed"); n != 0 {
+		t.Errorf("%d liveness probe failures on a terminating pod", n)
+	}
+	if n := probeEvents(t, ns, pod.Name, "Killing", "Container c failed liveness probe"); n != 0 {
+		t.Errorf("killed for its liveness probe while terminating")
 	}
 }

@@ -430,3 +430,68 @@ func TestSpecActiveDeadline(t *testing.T) {
 		t.Errorf("no DeadlineExceeded event: %s", podSummary(p))
 	}
 }
+
+// TestSpecInitFailsRestartAlways: an init container that fails on a
+// RestartAlways pod is restarted, and every status the API server sees
+// meanwhile reads as kubelet's: the next init container and the app
+// containers waiting PodInitializing, the pod Pending and not Initialized.
+func TestSpecInitFailsRestartAlways(t *testing.T) {
+	need(t)
+	ns := namespace(t)
+	pod := specPod(ns, "init-fails", sleeper("run1"))
+	pod.Spec.InitContainers = []v1.Container{busybox("init1", "exit 1"), busybox("init2", "true")}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	watch, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + pod.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Stop()
+	createPod(t, pod)
+	waiting := func(cs v1.ContainerStatus) error {
+		if cs.State.Waiting == nil || cs.State.Waiting.Reason != "PodInitializing" {
+			return fmt.Errorf("%s not waiting PodInitializing: %+v", cs.Name, cs.State)
+		}
+		return nil
+	}
+	var last *v1.Pod
+	for ev := range watch.ResultChan() {
+		p, ok := ev.Object.(*v1.Pod)
+		if !ok {
+			t.Fatalf("watch: %v", ev.Object)
+		}
+		last = p
+		for _, cs := range p.Status.ContainerStatuses {
+			if err := waiting(cs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(p.Status.InitContainerStatuses) != 2 {
+			continue
+		}
+		if err := waiting(p.Status.InitContainerStatuses[1]); err != nil {
+			t.Fatal(err)
+		}
+		if t1 := p.Status.InitContainerStatuses[0].State.Terminated; t1 != nil && t1.ExitCode == 0 {
+			t.Fatalf("init1 succeeded: %+v", t1)
+		}
+		if p.Status.InitContainerStatuses[0].RestartCount >= 2 {
+			break
+		}
+	}
+	if last == nil {
+		t.Fatal("no status seen")
+	}
+	if len(last.Status.InitContainerStatuses) != 2 || last.Status.InitContainerStatuses[0].RestartCount < 2 {
+		t.Fatalf("init1 not restarted twice in time: %s", podSummary(last))
+	}
+	if last.Status.Phase != v1.PodPending {
+		t.Errorf("phase %s, want Pending", last.Status.Phase)
+	}
+	for _, c := range last.Status.Conditions {
+		if c.Type == v1.PodInitialized && (c.Status != v1.ConditionFalse || c.Reason != "ContainersNotInitialized" ||
+			c.Message != "containers with incomplete status: [init1 init2]") {
+			t.Errorf("Initialized condition %+v", c)
+		}
+	}
+}
