@@ -46,11 +46,12 @@ type holder struct {
 	done   chan struct{}
 }
 
-// attachWindow is how far the attach stream may run ahead of the pump.
-// Beyond it the engine queues up to about 2 MB per stream for the attach
-// stream before the container blocks, so the engine's log runs at most
-// some 5 MB ahead of the pump, and it keeps at least 8 MiB past any
-// message (pkg/sandbox/spec.go).
+// attachWindow is how far the attach stream may run ahead of the pump, in
+// what the output costs in the engine's log (crilog.Cost). Beyond it the
+// engine still queues about 1 MB of output per stream for the attach
+// stream before the container blocks, and for short lines that is several
+// MB of log; the engine keeps at least 8 MiB past any message
+// (pkg/sandbox/spec.go).
 const attachWindow = 1 << 20
 
 // gateStall is how long a gate holds a container while its pump makes no
@@ -165,7 +166,7 @@ func (h *holder) drain(ctx context.Context, st *dockerapi.Stream, tty bool) erro
 			return err
 		}
 		n, err := io.ReadFull(st.Reader, buf[:n])
-		h.gate.Add(s, n)
+		h.gate.Add(s, crilog.Cost(buf[:n]))
 		return err
 	}
 	if tty {
@@ -174,7 +175,7 @@ func (h *holder) drain(ctx context.Context, st *dockerapi.Stream, tty bool) erro
 				return err
 			}
 			n, err := st.Reader.Read(buf)
-			h.gate.Add(crilog.Stdout, n)
+			h.gate.Add(crilog.Stdout, crilog.Cost(buf[:n]))
 			if err == io.EOF {
 				return nil
 			}
@@ -311,7 +312,7 @@ func (l *logPumps) run(ctx context.Context, id string, w *crilog.Writer, tty boo
 				// read it), or the counts disagree (output stamped
 				// before an attach counted after it).
 				if out, errs := gate.Missing(); out+errs > 0 {
-					klog.InfoS("The attach stream saw output that the engine's log does not hold; counting from here", "container", id, "stdoutBytes", out, "stderrBytes", errs)
+					klog.InfoS("The attach stream saw output that the engine's log does not hold; counting from here", "container", id, "stdoutCost", out, "stderrCost", errs)
 				}
 				gate.Resync()
 				retries = 0

@@ -1,6 +1,7 @@
 package crilog
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"time"
@@ -20,9 +21,9 @@ import (
 // of them are still to come through the pump, so the engine's log holds at
 // most about window plus the engine's own buffer of output not yet pumped.
 //
-// Both sides count the container's output bytes: the attach stream carries
-// them as written, the pump as log messages (a message's content, with its
-// '\n').
+// Both sides count the container's output by what it costs in the engine's
+// log (Cost): the attach stream carries it as written, the pump as log
+// messages (a message's content, with its '\n').
 type Gate struct {
 	window int64
 	stall  time.Duration
@@ -110,6 +111,23 @@ func (g *Gate) Resync() {
 	g.mu.Unlock()
 }
 
+// entryOverhead is what the engine's json-file log adds to each line: the
+// JSON around it, its stream and its timestamp
+// ({"log":"…\n","stream":"stdout","time":"2026-12-06T23:34:54.123456789Z"}).
+// A flood of short lines costs the engine's log several times its own size
+// (13-byte lines take 83 bytes each), and it is the log's size that its cap
+// bounds, so the gate's window is counted in it.
+const entryOverhead = 70
+
+// Cost is what output p costs in the engine's log: its bytes and the
+// overhead of every line it ends. (The escaping of characters JSON must
+// escape is not counted.) Both sides of the gate count this way, so a line
+// costs the same whether the attach stream delivered it in one piece or
+// several.
+func Cost(p []byte) int {
+	return len(p) + entryOverhead*bytes.Count(p, []byte{'\n'})
+}
+
 func index(s Stream) int {
 	if s == Stderr {
 		return 1
@@ -123,8 +141,8 @@ func (g *Gate) ahead() int64 {
 	return g.attached[0] + g.attached[1] - g.pumped[0] - g.pumped[1]
 }
 
-// Pumped records n bytes of output of stream, stamped ts, as written by the
-// pump.
+// Pumped records output of stream costing n (Cost), stamped ts, as
+// written by the pump.
 func (g *Gate) Pumped(s Stream, ts time.Time, n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -193,7 +211,8 @@ func (g *Gate) Wait(ctx context.Context) error {
 	}
 }
 
-// Add counts n bytes of stream read from the attach stream.
+// Add counts output of stream costing n (Cost) read from the attach
+// stream.
 func (g *Gate) Add(s Stream, n int) {
 	if n == 0 {
 		return

@@ -152,3 +152,36 @@ func TestGateMissing(t *testing.T) {
 		t.Fatalf("Missing() = %d, %d with the pump ahead; want 0, 0", out, errs)
 	}
 }
+
+// TestGateCost: the gate counts what output costs in the engine's log, so
+// a flood of short lines is held long before its bytes alone reach the
+// window, and a line costs the same however the attach stream cut it.
+func TestGateCost(t *testing.T) {
+	if got := Cost([]byte("line 1234567\n")); got != 13+entryOverhead {
+		t.Errorf("Cost of a 13-byte line = %d, want %d", got, 13+entryOverhead)
+	}
+	if got := Cost([]byte("partial")); got != 7 {
+		t.Errorf("Cost of a piece without a newline = %d, want 7", got)
+	}
+	g := NewGate(1000, time.Hour)
+	g.Attach(time.Time{})
+	for _, piece := range []string{"a\nb", "b\n", "ccc", "\n"} { // as the attach stream cut it
+		g.Add(Stdout, Cost([]byte(piece)))
+	}
+	for _, msg := range []string{"a\n", "bb\n", "ccc\n"} { // as the engine logged it
+		g.Pumped(Stdout, time.Now(), Cost([]byte(msg)))
+	}
+	if out, errs := g.Missing(); out != 0 || errs != 0 {
+		t.Errorf("missing %d, %d after every line was pumped", out, errs)
+	}
+	// Thirteen 13-byte lines (169 bytes) fill a window of 1000: the
+	// attach stream waits.
+	for range 13 {
+		g.Add(Stdout, Cost([]byte("line 1234567\n")))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := g.Wait(ctx); err == nil {
+		t.Error("the attach stream read on past the window of short lines")
+	}
+}

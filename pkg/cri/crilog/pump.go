@@ -260,7 +260,7 @@ func (p *pump) piece(stream Stream, b []byte, first bool) error {
 	p.next.Open = partial
 	*p.last.mark(stream) = p.next
 	if p.gate != nil {
-		p.gate.Pumped(stream, p.ts, len(b))
+		p.gate.Pumped(stream, p.ts, Cost(b))
 	}
 	return nil
 }
