@@ -192,11 +192,15 @@ func (w *podWorker) seeStatus(pod *v1.Pod) {
 // delete makes the worker stop and remove the pod, within grace seconds.
 func (w *podWorker) delete(grace int64) {
 	w.mu.Lock()
-	if w.state != podDeleting || grace < w.grace {
+	// A repeated deletion (virtual-kubelet's pod controller passes one on
+	// for every update of a deleted pod) leaves a kill under way alone,
+	// unless it shortens the grace period.
+	again := w.state == podDeleting && grace >= w.grace
+	if !again {
 		w.grace = grace
 	}
 	w.state = podDeleting
-	if w.cancelPass != nil {
+	if w.cancelPass != nil && !again {
 		w.cancelPass() // an image pull, say, is not worth finishing
 	}
 	w.mu.Unlock()
@@ -294,6 +298,10 @@ func (w *podWorker) pass(parent context.Context) (done bool) {
 	if state == podDeleting {
 		w.probes.terminate()
 		obs, err := w.kill(ctx, grace)
+		if err != nil && errors.Is(ctx.Err(), context.Canceled) && parent.Err() == nil {
+			w.wakeAfter(0) // cut short by a shorter grace period: again at once
+			return false
+		}
 		if err != nil {
 			if parent.Err() == nil {
 				klog.ErrorS(err, "Deleting pod; will retry", "pod", klog.KObj(pod))

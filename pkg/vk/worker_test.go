@@ -562,3 +562,21 @@ func TestWorkerActiveDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerDeleteAgain: a repeated deletion leaves the kill under way
+// alone; one with a shorter grace period cuts it short to start again.
+func TestWorkerDeleteAgain(t *testing.T) {
+	w := &podWorker{wake: make(chan struct{}, 1)}
+	cancels := 0
+	w.cancelPass = func() { cancels++ }
+	w.delete(30)
+	w.delete(30)
+	w.delete(45)
+	if cancels != 1 || w.grace != 30 {
+		t.Errorf("after deletions with 30, 30, 45 s: %d passes cancelled, grace %d; want 1 and 30", cancels, w.grace)
+	}
+	w.delete(0)
+	if cancels != 2 || w.grace != 0 {
+		t.Errorf("a shorter grace period: %d passes cancelled, grace %d; want 2 and 0", cancels, w.grace)
+	}
+}
