@@ -194,6 +194,20 @@ func TestProbeTerminating(t *testing.T) {
 	if f.s.n(probeLiveness) != n || f.set.result("cid", probeLiveness) != S {
 		t.Errorf("liveness probed on a terminating pod (%d more calls, result %s)", f.s.n(probeLiveness)-n, f.set.result("cid", probeLiveness))
 	}
+	// A liveness probe that was under way when the pod began terminating
+	// says nothing: no result, no Unhealthy event.
+	g := newProbeFixture(&v1.Container{Name: "c", LivenessProbe: execProbe(1, 1)})
+	var said []string
+	g.set.event = func(_ *probeTarget, _ bool, reason, msg string) { said = append(said, reason+" "+msg) }
+	g.s.answers = []probeResult{F}
+	g.set.check = func(ctx context.Context, kind probeKind, p *v1.Probe, t *probeTarget) (probeResult, string, error) {
+		g.set.terminate() // the deletion comes while the probe runs
+		return g.s.check(ctx, kind, p, t)
+	}
+	g.workers[probeLiveness].step(context.Background())
+	if len(said) != 0 || g.set.result("cid", probeLiveness) == F {
+		t.Errorf("a liveness failure seen as the pod began terminating: events %q, result %s", said, g.set.result("cid", probeLiveness))
+	}
 	// A liveness failure that was in flight is thrown away.
 	f.set.set("cid", probeLiveness, F)
 	if f.set.result("cid", probeLiveness) != S {

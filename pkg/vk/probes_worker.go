@@ -90,8 +90,11 @@ func (pw *probeWorker) step(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, timeout)
 	r, out, err := s.check(pctx, pw.kind, pw.spec, t)
 	cancel()
-	if ctx.Err() != nil {
-		return // the container went while probing: nothing to say
+	if ctx.Err() != nil || s.stopsWhenTerminating(pw.kind) {
+		// The container went while probing, or its pod began
+		// terminating (a liveness probe failing then may only see what
+		// the container's SIGTERM handler did): nothing to say.
+		return
 	}
 	if err != nil {
 		probeResultHook(pw.kind.String(), resultUnknown.String())
