@@ -50,7 +50,7 @@ type holder struct {
 // what the output costs in the engine's log (crilog.Cost). Beyond it the
 // engine still queues about 1 MB of output per stream for the attach
 // stream before the container blocks, and for short lines that is several
-// MB of log; the engine keeps at least 8 MiB past any message
+// MB of log; the engine keeps at least 16 MiB past any message
 // (pkg/sandbox/spec.go).
 const attachWindow = 1 << 20
 

@@ -385,13 +385,17 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 		// message's '\n' and a last line without one. The pump's attach
 		// stream holds the container back so that the cap never rotates
 		// away what the pump has not read (pkg/cri/logs.go). That hold
-		// is loose: the engine queues up to about 2 MB per stream for
-		// an attached reader before the container blocks, so its log
-		// may run some 5 MB ahead of the pump. Five files of 2 MiB keep
-		// at least 8 MiB past any message (it goes only when the file
-		// after its own has been rotated four times), where two of
-		// 4 MiB kept 4 MiB and lost pieces of long lines under load.
-		hc.LogConfig = container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "2m", "max-file": "5"}}
+		// is loose: the engine queues about 1 MB of output per stream
+		// for an attached reader before the container blocks, and in
+		// the log every line costs some 70 bytes more (JSON, stream,
+		// time), so for a flood of 13-byte lines the log may run some
+		// 9 MiB ahead of the pump. Five files of 4 MiB keep at least
+		// 16 MiB past any message (it goes only when the file after its
+		// own has been rotated four times); five of 2 MiB lost stretches
+		// of such a flood under load, two of 4 MiB pieces of long lines.
+		// (Every fetch of the pump reads the whole log: more costs the
+		// engine time per fetch.)
+		hc.LogConfig = container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "4m", "max-file": "5"}}
 	}
 	sbNS := in.Sandbox.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	if sbNS.GetIpc() == runtime.NamespaceMode_NODE {
