@@ -48,7 +48,7 @@ func NewRun(prefix string) (*Run, error) {
 			fmt.Fprintf(os.Stderr, "%s: kept %s\n", prefix, dir)
 			return
 		}
-		if err := os.RemoveAll(dir); err != nil {
+		if err := RemoveTree(dir); err != nil { // what a test mounted in it goes too
 			fmt.Fprintf(os.Stderr, "%s: cleanup: %v\n", prefix, err)
 		}
 	})

@@ -1,12 +1,10 @@
 package vk_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -125,9 +123,11 @@ serializeImagePulls: false
 	prepared.Defer(func() {
 		deleteAllPods()
 		stop()
-		// What kubelet mounted (its root, its pods' tmpfs volumes) goes
-		// with it.
-		for _, m := range mountsUnder(root) {
+		// What kubelet mounted (its root, which it bind-mounts onto
+		// itself to share mounts, and its pods' tmpfs volumes) goes with
+		// it.
+		mounts, _ := suite.MountsUnder(root)
+		for _, m := range mounts {
 			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
 				fmt.Fprintf(os.Stderr, "vk e2e: unmount %s: %v\n", m, err)
 			}
@@ -137,23 +137,4 @@ serializeImagePulls: false
 		return fmt.Errorf("kubelet: %w\n%s", err, tail(vkLog, 40))
 	}
 	return nil
-}
-
-// mountsUnder lists the mount points at and below dir, deepest first
-// (kubelet bind-mounts its root folder onto itself, to share mounts).
-func mountsUnder(dir string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) > 4 && (fields[4] == dir || strings.HasPrefix(fields[4], dir+"/")) {
-			out = append(out, fields[4])
-		}
-	}
-	slices.SortFunc(out, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
-	return out
 }

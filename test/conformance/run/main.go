@@ -64,6 +64,7 @@ import (
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/test/images/critest"
 	"github.com/cri-compose/cri-compose/test/registry"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // hostSkips are the specs this harness never runs, and why. critest itself
@@ -197,7 +198,7 @@ func run() (_ *result, status int) {
 		return fail("%v", err)
 	}
 	undo = append(undo, func() {
-		if err := removeTree(work); err != nil {
+		if err := suite.RemoveTree(work); err != nil {
 			logf("remove %s: %v", work, err)
 		}
 	})

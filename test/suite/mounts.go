@@ -1,4 +1,4 @@
-package main
+package suite
 
 import (
 	"bufio"
@@ -10,34 +10,34 @@ import (
 	"syscall"
 )
 
-// removeTree removes dir, first detaching every mount below it. critest's
-// temp files live in dir, and its mount propagation specs bind-mount host
-// folders (such as /etc) below them; a spec that fails half-way can leave
-// such a mount behind, and removing through it would delete the host's
-// files. When a mount cannot be detached, dir is left in place.
-func removeTree(dir string) error {
+// RemoveTree removes dir, first detaching every mount below it. A test's
+// folder may hold what it mounted (critest's mount propagation specs
+// bind-mount host folders such as /etc; a node keeps its pods' secret
+// volumes on tmpfs), a test that fails half-way can leave such a mount
+// behind, and removing through it would delete the mounted files, or fail
+// on a busy mount point. When a mount cannot be detached, dir is left in
+// place.
+func RemoveTree(dir string) error {
 	for attempt := 0; attempt < 3; attempt++ {
-		mounts, err := mountsUnder(dir)
+		mounts, err := MountsUnder(dir)
 		if err != nil {
 			return err
 		}
 		if len(mounts) == 0 {
 			return os.RemoveAll(dir)
 		}
-		// Deepest first.
-		sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
 		for _, m := range mounts {
 			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
-				logf("unmount %s: %v", m, err)
+				fmt.Fprintf(os.Stderr, "unmount %s: %v\n", m, err)
 			}
 		}
 	}
 	return fmt.Errorf("mounts remain below %s: left in place", dir)
 }
 
-// mountsUnder lists the mount points of this mount namespace at or below
-// dir.
-func mountsUnder(dir string) ([]string, error) {
+// MountsUnder lists the mount points of this mount namespace at or below
+// dir, deepest first (so that they can be detached in that order).
+func MountsUnder(dir string) ([]string, error) {
 	dir = filepath.Clean(dir)
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
@@ -58,6 +58,8 @@ func mountsUnder(dir string) ([]string, error) {
 			out = append(out, mp)
 		}
 	}
+	// Deepest first.
+	sort.SliceStable(out, func(i, j int) bool { return strings.Count(out[i], "/") > strings.Count(out[j], "/") })
 	return out, sc.Err()
 }
 

@@ -1,4 +1,4 @@
-package main
+package suite
 
 import (
 	"os"
@@ -32,10 +32,10 @@ func TestRemoveTreeKeepsMountedFiles(t *testing.T) {
 		t.Skipf("cannot bind-mount here: %v", err)
 	}
 	if err := syscall.Mount(src, filepath.Join(mnt, "sub"), "", syscall.MS_BIND, ""); err != nil {
-		syscall.Unmount(mnt, syscall.MNT_DETACH)
+		_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
 		t.Fatal(err)
 	}
-	if err := removeTree(tree); err != nil {
+	if err := RemoveTree(tree); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(tree); !os.IsNotExist(err) {
@@ -44,7 +44,7 @@ func TestRemoveTreeKeepsMountedFiles(t *testing.T) {
 	if b, err := os.ReadFile(precious); err != nil || string(b) != "keep" {
 		t.Errorf("the mounted folder's file is gone: %q, %v", b, err)
 	}
-	if m, _ := mountsUnder(tree); len(m) > 0 {
+	if m, _ := MountsUnder(tree); len(m) > 0 {
 		t.Errorf("mounts left: %v", m)
 	}
 }
