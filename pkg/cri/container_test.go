@@ -342,6 +342,26 @@ func TestUpdateContainerResources(t *testing.T) {
 	if st := e.ctrStatus(id); st.GetState() != runtime.ContainerState_CONTAINER_RUNNING {
 		t.Errorf("state %s after the update, want running (in place)", st.GetState())
 	}
+	// Past the swap limit the engine set at creation (twice the memory
+	// limit where it accounts swap): the swap allowance moves along.
+	if _, err := e.rt().UpdateContainerResources(e.ctx(), &runtime.UpdateContainerResourcesRequest{ContainerId: id,
+		Linux: &runtime.LinuxContainerResources{CpuPeriod: 100000, CpuQuota: 20000, CpuShares: 512, MemoryLimitInBytes: 512 << 20}}); err != nil {
+		t.Fatalf("UpdateContainerResources past the swap limit: %v", err)
+	}
+	if got, want := limits(), fmt.Sprintf("%d 20000 100000", 512<<20); got != want {
+		t.Errorf("limits after the update past the swap limit: %q, want %q", got, want)
+	}
+
+	// A memory limit given to a container made without one.
+	free := e.runCtr(podID, pod, ctrConfig("free", "exec sleep 3600"))
+	e.waitCtrState(free, runtime.ContainerState_CONTAINER_RUNNING, 20*time.Second)
+	if _, err := e.rt().UpdateContainerResources(e.ctx(), &runtime.UpdateContainerResourcesRequest{ContainerId: free,
+		Linux: &runtime.LinuxContainerResources{MemoryLimitInBytes: 96 << 20}}); err != nil {
+		t.Fatalf("UpdateContainerResources adding a memory limit: %v", err)
+	}
+	if r := e.ctrStatus(free).GetResources().GetLinux(); r.GetMemoryLimitInBytes() != 96<<20 {
+		t.Errorf("status resources after adding a memory limit: %v", r)
+	}
 
 	_, err := e.rt().UpdateContainerResources(e.ctx(), &runtime.UpdateContainerResourcesRequest{ContainerId: "nosuch",
 		Linux: &runtime.LinuxContainerResources{MemoryLimitInBytes: 128 << 20}})

@@ -31,6 +31,17 @@ func (s *Server) UpdateContainerResources(ctx context.Context, r *runtime.Update
 	hc := spec.HostConfig
 	res := &container.Resources{CPUPeriod: hc.CPUPeriod, CPUQuota: hc.CPUQuota, CPUShares: hc.CPUShares,
 		Memory: hc.Memory, MemorySwap: hc.MemorySwap, CpusetCpus: hc.CpusetCpus, CpusetMems: hc.CpusetMems}
+	if res.Memory > 0 && res.MemorySwap == 0 {
+		// No swap limit asked. The engine refuses a memory limit above the
+		// swap limit it holds (none, for a container made without a memory
+		// limit) unless that moves too: the container keeps its swap
+		// allowance, or gets the engine's default for a new limit, as much
+		// swap as memory.
+		res.MemorySwap = 2 * res.Memory
+		if svc := c.ServiceCfg; svc != nil && svc.MemLimit > 0 && svc.MemSwapLimit > 0 {
+			res.MemorySwap = res.Memory + int64(svc.MemSwapLimit) - int64(svc.MemLimit)
+		}
+	}
 	if err := s.docker.ContainerUpdate(ctx, c.ID, res); err != nil {
 		return nil, grpcError(fmt.Errorf("update resources of container %s: %w", c.ID, err))
 	}

@@ -54,8 +54,12 @@ func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime
 			"negativeOOMScoreAdj": h.NegativeOOMScoreAdj,
 			"appArmor":            h.AppArmor,
 			// Host paths are copied to the engine (a remote host): the
-			// features that differ are in the README, "Remote Docker hosts".
+			// features that differ are in docs/remote.md.
 			"stageMounts": h.StageMounts,
+			// Whether a sandbox may ask for pod-level resources without a
+			// cgroup parent of its own (a node agent admits such pods by it).
+			"podLevelResources":       h.PodCgroupRoot != "",
+			"podLevelResourcesWhyNot": h.PodCgroupsWhyNot,
 		}
 		// The engine host's size, for a node agent (vk-cri) to report as
 		// capacity: CRI has no call for it. Named as `docker info` names them.

@@ -8,6 +8,7 @@ import (
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+	"github.com/cri-compose/cri-compose/pkg/sandbox"
 )
 
 // RemovePodSandbox removes every container of the pod (forcibly, as CRI
@@ -36,6 +37,11 @@ func (s *Server) RemovePodSandbox(ctx context.Context, r *runtime.RemovePodSandb
 	}
 	if s.hostInfo().StageMounts { // pkg/cri/staging
 		if err := s.stage.RemovePod(ctx, sb.Project); err != nil {
+			return nil, grpcError(fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err))
+		}
+	}
+	if p := sb.Config.GetLinux().GetCgroupParent(); sandbox.IsPodCgroup(p, s.hostInfo()) {
+		if err := removePodCgroup(p); err != nil {
 			return nil, grpcError(fmt.Errorf("remove pod sandbox %s: %w", sb.ID, err))
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"google.golang.org/protobuf/proto"
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 
@@ -35,6 +36,16 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 	if err := s.ready(ctx); err != nil {
 		return "", err
 	}
+	podCgroup, err := sandbox.PodCgroup(cfg, s.hostInfo())
+	if err != nil {
+		return "", err
+	}
+	if podCgroup != "" {
+		// Kept in the sandbox's config, so that its containers, its stats
+		// and its removal all find the cgroup.
+		cfg = proto.Clone(cfg).(*runtime.PodSandboxConfig)
+		cfg.Linux.CgroupParent = podCgroup
+	}
 	spec, err := sandbox.SandboxSpec(cfg, s.hostInfo())
 	if err != nil {
 		return "", err
@@ -53,6 +64,11 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 	defer done()
 	if err != nil {
 		return "", err
+	}
+	if podCgroup != "" {
+		if err := makePodCgroup(podCgroup, cfg.GetLinux().GetResources()); err != nil {
+			return "", err
+		}
 	}
 	failpoint(FailRunBeforeInfraCreate) // test only: failpoint.go
 	id, err := s.docker.ContainerCreate(ctx, spec.Name, spec.Config, spec.HostConfig, spec.Networking)
@@ -75,13 +91,13 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 		return "", err
 	}
 	if err := s.writeProject(id); err != nil {
-		s.cleanupSandbox(id, spec.Project)
+		s.cleanupSandbox(id, spec.Project, podCgroup)
 		return "", err
 	}
 	failpoint(FailRunAfterComposeWrite)
 	if err := s.docker.ContainerStart(ctx, id); err != nil {
 		// Leave nothing behind: kubelet retries with a fresh RunPodSandbox.
-		s.cleanupSandbox(id, spec.Project)
+		s.cleanupSandbox(id, spec.Project, podCgroup)
 		return "", fmt.Errorf("start pod sandbox %s: %w", spec.Project, err)
 	}
 	failpoint(FailRunAfterStart)
@@ -93,14 +109,20 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 }
 
 // cleanupSandbox undoes a half-made sandbox, with a context of its own so
-// that a cancelled request still cleans up.
-func (s *Server) cleanupSandbox(id, project string) {
+// that a cancelled request still cleans up; podCgroup is the pod cgroup
+// cri-compose made for it ("": none).
+func (s *Server) cleanupSandbox(id, project, podCgroup string) {
 	ctx := context.Background()
 	if err := s.docker.ContainerRemove(ctx, id); err != nil && !dockerapi.IsNotFound(err) {
 		klog.ErrorS(err, "Cannot remove a half-made pod sandbox", "id", id)
 	}
 	_ = s.store.Refresh(ctx, id)
 	_ = s.removeProject(project)
+	if podCgroup != "" {
+		if err := removePodCgroup(podCgroup); err != nil {
+			klog.ErrorS(err, "Cannot remove a half-made pod sandbox's cgroup", "id", id)
+		}
+	}
 }
 
 // existingID names the container that holds an engine name, for errors.

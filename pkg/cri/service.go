@@ -232,6 +232,8 @@ func (s *Server) prepare(ctx context.Context) error {
 	// An engine with CDI off reports no spec dirs (Engine API 1.44+).
 	s.host.CDI = s.docker.AtLeast("1.44") && len(info.CDISpecDirs) > 0
 	s.host.InfraImage = infra
+	podCgroupRoot, noPodCgroups := podCgroups(s.docker.IsLocal() && s.docker.SharesFilesystem(), info.CgroupDriver)
+	s.host.PodCgroupRoot, s.host.PodCgroupsWhyNot = podCgroupRoot, noPodCgroups
 	stage := staging.Decide(s.cfg.StageMounts, s.docker.SharesFilesystem(), info.Name)
 	s.host.StageMounts = stage
 	s.hostMu.Unlock()
@@ -240,7 +242,8 @@ func (s *Server) prepare(ctx context.Context) error {
 	}
 	s.prepared = true
 	klog.InfoS("Engine ready for pods", "host", s.docker.Host(), "api", s.docker.APIVersion(),
-		"network", s.cfg.Network, "infraImage", infra, "fullPrivileged", h.FullPrivileged, "cdiSpecDirs", info.CDISpecDirs)
+		"network", s.cfg.Network, "infraImage", infra, "fullPrivileged", h.FullPrivileged, "cdiSpecDirs", info.CDISpecDirs,
+		"podCgroups", podCgroupRoot, "noPodCgroupsBecause", noPodCgroups)
 	return nil
 }
 

@@ -39,6 +39,11 @@ type Host struct {
 	// (ContainerInput.Staged, stage.go) and resolv.conf from the engine's
 	// DNS settings rather than a bind of the file cri-compose writes.
 	StageMounts bool
+	// PodCgroupRoot is the cgroup (a cgroupfs path) below which
+	// cri-compose makes the cgroups of pods that ask for pod-level
+	// resources (PodCgroup); "" when it cannot, PodCgroupsWhyNot saying why.
+	PodCgroupRoot    string
+	PodCgroupsWhyNot string
 
 	// LogConfig is the engine log driver for CRI containers: the pump
 	// resumes from it after a restart, so it must support reading.

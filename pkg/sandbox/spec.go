@@ -611,7 +611,8 @@ func resources(r *runtime.LinuxContainerResources, hc *container.HostConfig, h H
 		return invalid("oom_score_adj %d is outside -1000..1000", o)
 	}
 	if o < 0 && !h.NegativeOOMScoreAdj {
-		// runc cannot lower it without CAP_SYS_RESOURCE (machine.md).
+		// runc cannot lower it without CAP_SYS_RESOURCE in the bounding
+		// set, which some hosts' sandboxes drop.
 		o = 0
 	}
 	hc.CPUPeriod = r.GetCpuPeriod()

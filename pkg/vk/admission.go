@@ -207,6 +207,9 @@ func (p *Provider) admitPod(w *podWorker, pod *v1.Pod) {
 	}
 	ok, reason, message := p.admission.admit(pod)
 	if ok {
+		ok, reason, message = p.admitPodLevelResources(pod)
+	}
+	if ok {
 		return
 	}
 	klog.InfoS("Pod admission denied", "pod", klog.KObj(pod), "podUID", pod.UID, "reason", reason, "message", message)

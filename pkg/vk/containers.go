@@ -56,6 +56,8 @@ type startSpec struct {
 	pidTarget string
 	// hostsFile is the pod's hosts file, mounted at /etc/hosts ("": none).
 	hostsFile string
+	// oomScoreAdj is the container's OOM score adjustment (oomScoreAdj).
+	oomScoreAdj int64
 }
 
 // makeContainerConfig is the CRI container for s.c, as kubelet builds it
@@ -93,6 +95,7 @@ func makeContainerConfig(pod *v1.Pod, s startSpec) (*runtimeapi.ContainerConfig,
 	annotations := copyMap(pod.Annotations)
 	annotations[annotationContainerHash] = containerHash(c)
 	annotations[annotationContainerHashNoResources] = containerHashNoResources(c)
+	annotations[annotationMemoryRequest] = strconv.FormatInt(c.Resources.Requests.Memory().Value(), 10)
 	annotations[annotationRestartCount] = strconv.FormatUint(uint64(s.attempt), 10)
 	annotations[annotationTerminationPath] = c.TerminationMessagePath
 	annotations[annotationTerminationPolicy] = string(c.TerminationMessagePolicy)
@@ -120,7 +123,7 @@ func makeContainerConfig(pod *v1.Pod, s startSpec) (*runtimeapi.ContainerConfig,
 		StdinOnce:   c.StdinOnce,
 		Tty:         c.TTY,
 		Linux: &runtimeapi.LinuxContainerConfig{
-			Resources:       linuxResources(c),
+			Resources:       withOOMScoreAdj(linuxResources(c), s.oomScoreAdj),
 			SecurityContext: containerSecurity(pod, c),
 		},
 	}
@@ -245,22 +248,41 @@ func checkSubPath(subPath string) error {
 // and v2 alike: shares from the CPU request, quota from the CPU limit,
 // memory limit as is.
 func linuxResources(c *v1.Container) *runtimeapi.LinuxContainerResources {
-	r := &runtimeapi.LinuxContainerResources{}
-	const period = 100000
+	r := &runtimeapi.LinuxContainerResources{CpuShares: minShares}
 	if q, ok := c.Resources.Requests[v1.ResourceCPU]; ok {
-		r.CpuShares = max(2, q.MilliValue()*1024/1000)
+		r.CpuShares = milliCPUToShares(q.MilliValue())
 	} else if q, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
-		r.CpuShares = max(2, q.MilliValue()*1024/1000)
-	} else {
-		r.CpuShares = 2
+		r.CpuShares = milliCPUToShares(q.MilliValue())
 	}
 	if q, ok := c.Resources.Limits[v1.ResourceCPU]; ok {
-		r.CpuPeriod = period
-		r.CpuQuota = max(1000, q.MilliValue()*period/1000)
+		r.CpuPeriod = quotaPeriod
+		r.CpuQuota = milliCPUToQuota(q.MilliValue())
 	}
 	if q, ok := c.Resources.Limits[v1.ResourceMemory]; ok {
 		r.MemoryLimitInBytes = q.Value()
 	}
+	return r
+}
+
+// kubelet's CFS values: the fewest shares, the quota period in
+// microseconds, and the smallest quota.
+const (
+	minShares   = 2
+	quotaPeriod = 100000
+	minQuota    = 1000
+)
+
+func milliCPUToShares(milli int64) int64 { return max(minShares, milli*1024/1000) }
+
+func milliCPUToQuota(milli int64) int64 {
+	if milli == 0 {
+		return 0
+	}
+	return max(minQuota, milli*quotaPeriod/1000)
+}
+
+func withOOMScoreAdj(r *runtimeapi.LinuxContainerResources, adj int64) *runtimeapi.LinuxContainerResources {
+	r.OomScoreAdj = adj
 	return r
 }
 

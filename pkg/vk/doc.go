@@ -37,6 +37,9 @@
 //   - ephemeral.go, resize.go, logrotate.go, podcidr.go: ephemeral
 //     containers (kubectl debug), in-place resize, container log rotation
 //     and the Node's pod CIDR handed to the runtime, each as kubelet's.
+//   - oomscore.go, podresources.go: kubelet's OOM score adjustments by QoS
+//     class, and pod-level resources handed to the runtime's pod cgroup
+//     (or refused at admission where it has none).
 //   - status.go: CRI state → v1.PodStatus, a pure function.
 //   - events.go: the runtime's container event stream (or a relist) that
 //     wakes the workers.

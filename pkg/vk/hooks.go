@@ -52,10 +52,8 @@ func newEventRecorder(client kubernetes.Interface, node string) (record.EventRec
 // containers and sidecars, spec.ephemeralContainers{...}).
 func (p *Provider) containerEvent(pod *v1.Pod, container string, warn bool, reason, msg string) {
 	field := "containers"
-	for i := range pod.Spec.InitContainers {
-		if pod.Spec.InitContainers[i].Name == container {
-			field = "initContainers"
-		}
+	if isInitContainer(pod, container) {
+		field = "initContainers"
 	}
 	if ephemeralSpec(pod, container) != nil {
 		field = "ephemeralContainers"
@@ -81,6 +79,17 @@ func (p *Provider) event(pod *v1.Pod, fieldPath string, warn bool, reason, msg s
 		ResourceVersion: pod.ResourceVersion, FieldPath: fieldPath,
 	}
 	p.recorder.Event(ref, typ, reason, msg)
+}
+
+// isInitContainer says whether the pod's container named name is one of
+// its init containers (a sidecar included).
+func isInitContainer(pod *v1.Pod, name string) bool {
+	for i := range pod.Spec.InitContainers {
+		if pod.Spec.InitContainers[i].Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // specOf is the pod's container named name, nil if none.

@@ -33,6 +33,12 @@ type hostInfo struct {
 	// host (cri-compose's "stageMounts" info, a remote engine), so the
 	// volumes' files are written there too.
 	stagesMounts bool
+	// podLevelResources: the runtime enforces a sandbox's pod-level
+	// resources (cri-compose's "podLevelResources" info, with
+	// "podLevelResourcesWhyNot" when it cannot); a runtime that does not
+	// say cannot, as far as vk-cri knows.
+	podLevelResources bool
+	podLevelWhyNot    string
 }
 
 func readHostInfo(stateDir string, statusInfo map[string]string) hostInfo {
@@ -65,6 +71,10 @@ func readHostInfo(stateDir string, statusInfo map[string]string) hostInfo {
 		}
 		if b, ok := info["stageMounts"].(bool); ok && b {
 			h.stagesMounts = true
+		}
+		if b, ok := info["podLevelResources"].(bool); ok {
+			h.podLevelResources = b
+			h.podLevelWhyNot, _ = info["podLevelResourcesWhyNot"].(string)
 		}
 	}
 	return h

@@ -22,4 +22,8 @@ const (
 	annotationTerminationPolicy        = "io.kubernetes.container.terminationMessagePolicy"
 	annotationPodGracePeriod           = "io.kubernetes.pod.terminationGracePeriod"
 	annotationContainerInitMarker      = "vk-cri.cri-compose.io/init-container"
+	// annotationMemoryRequest is the memory request a container was made
+	// with, in bytes: CRI reports no request back, and a resize of it
+	// alone must still be told (resize.go).
+	annotationMemoryRequest = "vk-cri.cri-compose.io/memory-request"
 )

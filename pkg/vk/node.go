@@ -96,6 +96,8 @@ func (p *Provider) ConfigureNode(ctx context.Context, n *v1.Node, nc NodeConfig)
 		klog.InfoS("Node allocatable", "capacity", capacity, "reserved", reserved, "allocatable", n.Status.Allocatable)
 	}
 	p.setAllocatable(n.Status.Allocatable)
+	p.memCapacity.Store(h.memoryBytes)
+	p.notePodLevelResources(h)
 	version := nc.Version
 	if version == "" {
 		version = "v0.0.0-vk-cri"

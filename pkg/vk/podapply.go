@@ -318,7 +318,8 @@ func (w *podWorker) start(ctx context.Context, pod *v1.Pod, c *v1.Container, ini
 		}
 		if err == nil {
 			cfg, err = makeContainerConfig(pod, startSpec{c: c, init: init, attempt: attempt, imageRef: imageRef,
-				env: vars, volumes: env.volumes, termFile: termFile, pidTarget: env.pidTarget, hostsFile: hostsFile})
+				env: vars, volumes: env.volumes, termFile: termFile, pidTarget: env.pidTarget, hostsFile: hostsFile,
+				oomScoreAdj: oomScoreAdj(pod, c, w.p.memCapacity.Load())})
 		}
 	}
 	if err != nil {

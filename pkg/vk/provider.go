@@ -105,6 +105,13 @@ type Provider struct {
 	// runtimeDown: the node's Ready condition is False (the runtime is
 	// unreachable or not ready); its pods are not Ready then (unseen.go).
 	runtimeDown atomic.Bool
+	// memCapacity is the node's memory capacity in bytes, which Burstable
+	// containers' OOM score adjustments are reckoned against: the host's
+	// until ConfigureNode reads the runtime's.
+	memCapacity atomic.Int64
+	// podLevel is whether, and if not why not, the runtime enforces
+	// pod-level resources (podresources.go), as ConfigureNode read it.
+	podLevel atomic.Pointer[podLevelSupport]
 }
 
 // New makes a provider; Run starts it.
@@ -135,6 +142,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		byName:         map[string]types.UID{},
 		finished:       map[types.UID]finishedPod{},
 	}
+	p.memCapacity.Store(memTotal())
 	if p.admission, err = newHostAdmitter(cfg.AllowedUnsafeSysctls); err != nil {
 		return nil, fmt.Errorf("allowed unsafe sysctls: %w", err)
 	}

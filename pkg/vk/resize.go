@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -34,9 +36,16 @@ const allocationFile = "allocated.json"
 // allocation is what the node granted one pod.
 type allocation map[string]v1.ResourceRequirements
 
+// actuatedFile holds the memory requests of a pod's running containers
+// as resized in place, by container id (what a container was made with is
+// in its annotations).
+const actuatedFile = "actuated.json"
+
 // resizeState is the worker's resize bookkeeping, under its mu.
 type resizeState struct {
 	alloc allocation // nil until loaded
+	// actuated is actuatedFile's content (nil until loaded).
+	actuated map[string]int64
 	// pending is the PodResizePending condition (nil: none).
 	pending *v1.PodCondition
 	// failed is why the last UpdateContainerResources failed ("": none).
@@ -99,19 +108,25 @@ func (w *podWorker) loadAllocation(pod *v1.Pod) allocation {
 }
 
 func (w *podWorker) saveAllocation(pod *v1.Pod, a allocation) error {
+	return w.savePodFile(pod, allocationFile, a)
+}
+
+// savePodFile writes v as JSON to the file name in the pod's folder, whole
+// or not at all (a new file renamed over the old).
+func (w *podWorker) savePodFile(pod *v1.Pod, name string, v any) error {
 	dir := podDir(w.p.cfg.StateDir, pod.UID)
 	if err := closedDir(dir, privateDirPerm); err != nil {
 		return err
 	}
-	b, err := json.Marshal(a)
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, "."+allocationFile)
+	tmp := filepath.Join(dir, "."+name)
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
 		return err
 	}
-	return os.Rename(tmp, filepath.Join(dir, allocationFile))
+	return os.Rename(tmp, filepath.Join(dir, name))
 }
 
 // allocatedPod is the pod with what the node granted it, allocating a
@@ -224,14 +239,18 @@ func (p *Provider) fits(pod *v1.Pod, self *podWorker) (reason, msg string) {
 }
 
 // resizeDiff is what of a running container differs from its allocation,
-// as the runtime reports it (both false when the runtime reports nothing).
+// as the runtime reports it (both false when the runtime reports nothing),
+// and its memory request as last actuated (kubelet restarts a container
+// whose resizePolicy says so for a memory request that changed, though
+// no cgroup v1 value follows it).
 func resizeDiff(c *v1.Container, cur *criContainer) (cpu, mem bool) {
 	if cur.resources == nil {
 		return false, false
 	}
 	want, got := linuxResources(c), cur.resources
 	cpu = want.CpuShares != got.CpuShares || max(want.CpuQuota, 0) != max(got.CpuQuota, 0)
-	mem = want.MemoryLimitInBytes != max(got.MemoryLimitInBytes, 0)
+	mem = want.MemoryLimitInBytes != max(got.MemoryLimitInBytes, 0) ||
+		cur.memoryRequest != nil && *cur.memoryRequest != c.Resources.Requests.Memory().Value()
 	return cpu, mem
 }
 
@@ -291,7 +310,9 @@ func statusResources(c *v1.Container, r *runtimeapi.LinuxContainerResources) *v1
 // resources. A failure (a memory limit below what it uses, say) is
 // reported in PodResizeInProgress and tried again; it fails no pass.
 func (w *podWorker) resizeContainer(ctx context.Context, pod *v1.Pod, a containerAction) bool {
-	want := linuxResources(a.c)
+	// As kubelet, the OOM score adjustment goes too: a Burstable
+	// container's follows its memory request.
+	want := withOOMScoreAdj(linuxResources(a.c), oomScoreAdj(pod, a.c, w.p.memCapacity.Load()))
 	failed := w.belowUsage(ctx, a, want.MemoryLimitInBytes)
 	var err error
 	if failed != "" {
@@ -307,6 +328,7 @@ func (w *podWorker) resizeContainer(ctx context.Context, pod *v1.Pod, a containe
 		w.wakeAfter(backoffInitial)
 		return false
 	}
+	w.noteActuated(pod, a.cur.id, a.c.Resources.Requests.Memory().Value())
 	klog.InfoS("Container resized in place", "pod", klog.KObj(pod), "container", a.c.Name, "id", a.cur.id)
 	return true
 }
@@ -377,5 +399,63 @@ func (w *podWorker) retryDeferredResize() {
 	w.mu.Unlock()
 	if pending {
 		w.poke()
+	}
+}
+
+// actuatedMemoryRequest is the memory request container id runs with: as
+// last resized in place, else as made (annotation; nil, unknown, for a
+// container of an older vk-cri).
+func (w *podWorker) actuatedMemoryRequest(id, annotation string) *int64 {
+	w.loadActuated()
+	w.mu.Lock()
+	v, ok := w.resize.actuated[id]
+	w.mu.Unlock()
+	if ok {
+		return &v
+	}
+	if v, err := strconv.ParseInt(annotation, 10, 64); err == nil {
+		return &v
+	}
+	return nil
+}
+
+// loadActuated reads actuatedFile once.
+func (w *podWorker) loadActuated() {
+	w.mu.Lock()
+	loaded := w.resize.actuated != nil
+	w.mu.Unlock()
+	if loaded {
+		return
+	}
+	a := map[string]int64{}
+	b, err := os.ReadFile(filepath.Join(podDir(w.p.cfg.StateDir, w.pod().UID), actuatedFile))
+	if err == nil {
+		err = json.Unmarshal(b, &a)
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		klog.ErrorS(err, "Reading the memory requests resized in place; taking the containers' own", "pod", klog.KObj(w.pod()))
+	}
+	w.mu.Lock()
+	if w.resize.actuated == nil {
+		w.resize.actuated = a
+	}
+	w.mu.Unlock()
+}
+
+// noteActuated records that container id now runs with memory request
+// memReq, kept in the pod's folder so that a restart of vk-cri restarts
+// nothing for a resize already made.
+func (w *podWorker) noteActuated(pod *v1.Pod, id string, memReq int64) {
+	w.loadActuated()
+	w.mu.Lock()
+	if v, ok := w.resize.actuated[id]; ok && v == memReq {
+		w.mu.Unlock()
+		return
+	}
+	w.resize.actuated[id] = memReq
+	snapshot := maps.Clone(w.resize.actuated)
+	w.mu.Unlock()
+	if err := w.savePodFile(pod, actuatedFile, snapshot); err != nil {
+		klog.ErrorS(err, "Saving a memory request resized in place", "pod", klog.KObj(pod), "container", id)
 	}
 }

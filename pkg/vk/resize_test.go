@@ -34,7 +34,9 @@ func TestResizePlan(t *testing.T) {
 	was := v1.ResourceRequirements{Requests: quantities("100m", "32Mi"), Limits: quantities("200m", "64Mi")}
 	moreMem := v1.ResourceRequirements{Requests: quantities("100m", "32Mi"), Limits: quantities("200m", "128Mi")}
 	moreCPU := v1.ResourceRequirements{Requests: quantities("150m", "32Mi"), Limits: quantities("300m", "64Mi")}
+	moreMemReq := v1.ResourceRequirements{Requests: quantities("100m", "48Mi"), Limits: quantities("200m", "64Mi")}
 	restartMem := []v1.ContainerResizePolicy{{ResourceName: v1.ResourceMemory, RestartPolicy: v1.RestartContainer}}
+	madeWith := func(memReq int64) func(c *criContainer) { return func(c *criContainer) { c.memoryRequest = &memReq } }
 	for _, tc := range []struct {
 		name   string
 		now    v1.ResourceRequirements
@@ -47,6 +49,13 @@ func TestResizePlan(t *testing.T) {
 		{name: "cpu, NotRequired", now: moreCPU, want: []string{"syncContainers", "resize a"}},
 		{name: "memory, RestartContainer", now: moreMem, policy: restartMem, want: []string{"syncContainers", "kill a spec grace=7 msg="}},
 		{name: "cpu, memory RestartContainer", now: moreCPU, policy: restartMem, want: []string{"syncContainers", "resize a"}},
+		// No cgroup v1 value follows a memory request: what the container
+		// was made with, or last resized to, tells.
+		{name: "memory request, RestartContainer", now: moreMemReq, policy: restartMem, cur: madeWith(32 << 20),
+			want: []string{"syncContainers", "kill a spec grace=7 msg="}},
+		{name: "memory request, NotRequired", now: moreMemReq, cur: madeWith(32 << 20), want: []string{"syncContainers", "resize a"}},
+		{name: "memory request resized already", now: moreMemReq, policy: restartMem, cur: madeWith(48 << 20), want: []string{"syncContainers"}},
+		{name: "memory request unknown", now: moreMemReq, policy: restartMem, want: []string{"syncContainers"}},
 		{name: "the runtime reports no resources", now: moreMem, cur: func(c *criContainer) { c.resources = nil }, want: []string{"syncContainers"}},
 		{name: "made before in-place resize", now: moreMem, cur: func(c *criContainer) { c.hashNoResources = "" },
 			want: []string{"syncContainers", "kill a spec grace=7 msg="}},

@@ -159,7 +159,7 @@ func sandboxLinux(pod *v1.Pod) *runtimeapi.LinuxPodSandboxConfig {
 			sc.Privileged = true
 		}
 	}
-	l := &runtimeapi.LinuxPodSandboxConfig{SecurityContext: sc}
+	l := &runtimeapi.LinuxPodSandboxConfig{SecurityContext: sc, Resources: podSandboxResources(pod)}
 	if psc := pod.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
 		l.Sysctls = map[string]string{}
 		for _, s := range psc.Sysctls {

@@ -43,6 +43,9 @@ type criContainer struct {
 	// resources is what it runs with, as the runtime reports it (nil: not
 	// reported).
 	resources *runtimeapi.LinuxContainerResources
+	// memoryRequest is the memory request it runs with, which the runtime
+	// cannot report (resize.go); nil when unknown (made by an older vk-cri).
+	memoryRequest *int64
 }
 
 // waiting is why a container is not running when CRI alone cannot tell

@@ -505,6 +505,7 @@ func (w *podWorker) observe(ctx context.Context) (*observation, error) {
 			id: c.Id, name: name, sandboxID: c.PodSandboxId, attempt: c.GetMetadata().GetAttempt(),
 			state: c.State, createdAt: time.Unix(0, c.CreatedAt), imageRef: c.ImageRef,
 			hash: c.Annotations[annotationContainerHash], hashNoResources: c.Annotations[annotationContainerHashNoResources],
+			memoryRequest: w.actuatedMemoryRequest(c.Id, c.Annotations[annotationMemoryRequest]),
 		}
 		if len(obs.containers[name]) < keepDead {
 			st, err := w.p.rt.ContainerStatus(ctx, c.Id, false)

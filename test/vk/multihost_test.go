@@ -13,6 +13,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	internalapi "k8s.io/cri-api/pkg/apis"
 	remote "k8s.io/cri-client/pkg"
@@ -25,7 +26,7 @@ import (
 )
 
 // TestMultiHost turns two Docker hosts into two virtual nodes, one
-// cri-compose and one vk-cri per host (README, "Many hosts, many nodes"):
+// cri-compose and one vk-cri per host (docs/remote.md, "Many hosts, many nodes"):
 // the suite's node on the machine's engine, and a second node on a
 // private engine in its own network namespace reached over ssh:// through
 // a real sshd (test/privengine, test/sshhost), as a remote host would be.
@@ -48,7 +49,37 @@ func TestMultiHost(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	t.Run("podLevelResourcesRefused", func(t *testing.T) { refusePodLevelResources(t, h) })
 	t.Run("faults", func(t *testing.T) { multiHostFaults(t, h) })
+}
+
+// refusePodLevelResources: the remote engine's cgroups are not this
+// host's, so cri-compose cannot make a pod cgroup there and says so in its
+// status; vk-cri then refuses a pod with pod-level resources as kubelet
+// refuses what it cannot run (Failed, PodLevelResourcesNotSupported, the
+// runtime's reason), rather than run it without them, and the runtime
+// never sees it.
+func refusePodLevelResources(t *testing.T, h *remoteNode) {
+	ns := namespace(t)
+	zero := int64(0)
+	createPod(t, &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pooled", Namespace: ns},
+		Spec: v1.PodSpec{NodeName: h.node, TerminationGracePeriodSeconds: &zero, AutomountServiceAccountToken: new(bool),
+			Resources:  &v1.ResourceRequirements{Limits: v1.ResourceList{v1.ResourceMemory: resource.MustParse("64Mi")}},
+			Containers: []v1.Container{busybox("app", "exec sleep 12345")}},
+	})
+	var p *v1.Pod
+	waitFor(t, "the pod refused", time.Minute, func() (bool, string) {
+		p = getPod(t, ns, "pooled")
+		return p.Status.Phase == v1.PodFailed, podSummary(p)
+	})
+	const want = "Pod was rejected: pod-level resources are not supported on the node: the engine is on another host"
+	if p.Status.Reason != "PodLevelResourcesNotSupported" || !strings.HasPrefix(p.Status.Message, want) {
+		t.Errorf("status %s %q, want PodLevelResourcesNotSupported %q", p.Status.Reason, p.Status.Message, want)
+	}
+	if sbs := sandboxesOf(t, h.cri, string(p.UID)); len(sbs) != 0 {
+		t.Errorf("the runtime got %d sandboxes of the refused pod", len(sbs))
+	}
 }
 
 // remoteNode is the second host's node: its engine, the sshd in front of

@@ -59,7 +59,7 @@ func sameResources(a *v1.ResourceRequirements, b v1.ResourceRequirements) bool {
 // (what `kubectl patch --subresource resize` does): the container whose
 // resizePolicy is NotRequired gets its new cgroup limits in place, without
 // a restart; the one that asks RestartContainer for memory is restarted
-// with its new limit. The status is kubelet's: containerStatuses[].resources
+// with its new limit, and again for a new memory request alone. The status is kubelet's: containerStatuses[].resources
 // and allocatedResources as the spec, no resize condition left, and
 // observedGeneration caught up. A resize beyond what the node's other pods
 // leave is Deferred, with kubelet's message, until they are gone.
@@ -123,6 +123,25 @@ func TestInPlaceResize(t *testing.T) {
 	}
 	if a.AllocatedResources.Memory().Cmp(resource.MustParse("48Mi")) != 0 || a.AllocatedResources.Cpu().Cmp(resource.MustParse("150m")) != 0 {
 		t.Errorf("app's allocatedResources %v, want the new requests", a.AllocatedResources)
+	}
+
+	// A memory request alone: no cgroup v1 value follows it, but rs's
+	// resizePolicy restarts it for memory, as kubelet does.
+	req := `{"spec":{"containers":[{"name":"rs","resources":{"requests":{"memory":"48Mi"}}}]}}`
+	resized, err = client.CoreV1().Pods(ns).Patch(ctx, pod.Name, types.StrategicMergePatchType, []byte(req), metav1.PatchOptions{}, "resize")
+	if err != nil {
+		t.Fatalf("patch rs's memory request: %v", err)
+	}
+	wantRs = resources("100m", "48Mi", "200m", "96Mi")
+	waitFor(t, "rs restarted for its memory request", time.Minute, func() (bool, string) {
+		p = getPod(t, ns, pod.Name)
+		r := containerStatus(p, "rs")
+		return r.RestartCount == 2 && r.State.Running != nil && sameResources(r.Resources, wantRs) &&
+				podCondition(p, v1.PodResizeInProgress) == nil && p.Status.ObservedGeneration == resized.Generation,
+			fmt.Sprintf("%s; rs restarts %d %v", podSummary(p), r.RestartCount, r.Resources)
+	})
+	if a := containerStatus(p, "app"); a.ContainerID != appID {
+		t.Errorf("app restarted (%s, was %s) for rs's resize", a.ContainerID, appID)
 	}
 
 	// More CPU than the other pods leave (the API server itself refuses
