@@ -3,6 +3,7 @@ package vk
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -66,6 +67,11 @@ type objectWatch struct {
 	store  cache.Store
 	synced func() bool
 	stop   chan struct{}
+	// fetched is set when a reader went to the API server because the
+	// watch had not listed yet. What it read may be older than the
+	// watch's first list, and a change in between arrives as part of
+	// that list, not as an update: the list then tells it as a change.
+	fetched atomic.Bool
 }
 
 func newObjectWatches(client kubernetes.Interface, changed func(objectRef)) *objectWatches {
@@ -117,6 +123,7 @@ func (o *objectWatches) acquire(r objectRef) {
 		w.refs++
 		return
 	}
+	w := &objectWatch{refs: 1, stop: make(chan struct{})}
 	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{
 		ListerWatcher: o.listWatch(r),
 		ObjectType:    objectType(r.kind),
@@ -132,7 +139,8 @@ func (o *objectWatches) acquire(r objectRef) {
 			},
 			Handler: cache.ResourceEventHandlerDetailedFuncs{
 				AddFunc: func(_ any, initial bool) {
-					if !initial { // an optional object that now exists
+					// Not initial: an optional object that now exists.
+					if !initial || w.fetched.Load() {
 						o.changed(r)
 					}
 				},
@@ -148,7 +156,7 @@ func (o *objectWatches) acquire(r objectRef) {
 			},
 		},
 	})
-	w := &objectWatch{refs: 1, store: store, synced: ctrl.HasSynced, stop: make(chan struct{})}
+	w.store, w.synced = store, ctrl.HasSynced
 	o.watches[r] = w
 	klog.V(4).InfoS("Watching object", "kind", r.kind, "object", klog.KRef(r.namespace, r.name))
 	go ctrl.Run(w.stop)
@@ -173,7 +181,13 @@ func (o *objectWatches) cached(r objectRef) (obj any, ok bool) {
 	o.mu.Lock()
 	w := o.watches[r]
 	o.mu.Unlock()
-	if w == nil || !w.synced() {
+	if w == nil {
+		return nil, false
+	}
+	if !w.synced() {
+		// Marked before the caller's GET: either the first list sees
+		// the mark, or the GET starts after that list and is newer.
+		w.fetched.Store(true)
 		return nil, false
 	}
 	obj, exists, err := w.store.GetByKey(r.namespace + "/" + r.name)

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
@@ -68,16 +70,19 @@ func refPod(uid, cm, secret string) *v1.Pod {
 // waitCached waits until r's watch has listed it.
 func waitCached(t *testing.T, o *objectWatches, r objectRef) any {
 	t.Helper()
-	var obj any
+	// Polled without cached(), which would mark the object as read
+	// before its watch listed.
 	err := wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true,
 		func(context.Context) (bool, error) {
-			var ok bool
-			obj, ok = o.cached(r)
-			return ok, nil
+			o.mu.Lock()
+			w := o.watches[r]
+			o.mu.Unlock()
+			return w != nil && w.synced(), nil
 		})
 	if err != nil {
 		t.Fatalf("%v never listed", r)
 	}
+	obj, _ := o.cached(r)
 	return obj
 }
 
@@ -188,5 +193,63 @@ func TestObjectWatchesChanged(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Equal(changed, []objectRef{cm1}) {
 		t.Errorf("changed %v, want cm1 once (not the unrelated configMap)", changed)
+	}
+}
+
+// TestObjectWatchesReadBeforeList: an object read from the API server
+// before its watch listed may be older than that list, whose change then
+// never comes as an update: the list is told as a change. Without such a
+// read, the first list is not a change.
+func TestObjectWatchesReadBeforeList(t *testing.T) {
+	ctx := context.Background()
+	sec := &v1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", ResourceVersion: "1"}, Data: map[string][]byte{"k": []byte("old")}}
+	client := fake.NewClientset(sec)
+	// The watch's lists fail until the test allows them (a reactor
+	// cannot block: the fake holds its lock while reactors run).
+	var allowed atomic.Bool
+	refused := make(chan struct{}, 1)
+	client.PrependReactor("list", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if allowed.Load() {
+			return false, nil, nil
+		}
+		select {
+		case refused <- struct{}{}:
+		default:
+		}
+		return true, nil, errors.New("not yet")
+	})
+	changed := make(chan objectRef, 4)
+	objs := newAPIObjects(Config{Client: client}, func(r objectRef) { changed <- r })
+	defer objs.watches.stopAll()
+	registerObjects(objs, refPod("a", "cm1", "s"))
+	cm1, s := objectRef{kindConfigMap, "ns", "cm1"}, objectRef{kindSecret, "ns", "s"}
+	waitCached(t, objs.watches, cm1)
+	<-refused
+
+	got, err := objs.secret("ns", "s") // the watch has not listed: a GET
+	if err != nil || string(got.Data["k"]) != "old" {
+		t.Fatalf("secret before the list: %v, %v", got, err)
+	}
+	sec = sec.DeepCopy()
+	sec.ResourceVersion, sec.Data["k"] = "2", []byte("new")
+	if _, err := client.CoreV1().Secrets("ns").Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	allowed.Store(true)
+	select {
+	case r := <-changed:
+		if r != s {
+			t.Fatalf("changed %v, want %v", r, s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first list after a GET was never told")
+	}
+	if got := waitCached(t, objs.watches, s).(*v1.Secret); string(got.Data["k"]) != "new" {
+		t.Errorf("secret after the list: %q", got.Data["k"])
+	}
+	select {
+	case r := <-changed:
+		t.Errorf("changed %v too: cm1's first list followed no GET", r)
+	default:
 	}
 }
