@@ -17,6 +17,10 @@ command -v containerd >/dev/null 2>&1 || missing+=(containerd)
 # seccomp support, through cgo: the library's headers and pkg-config.
 [ -e /usr/include/seccomp.h ] || missing+=(libseccomp-dev)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+# The Kubernetes e2e images' busybox is upstream's, built static from its
+# release (test/toolcache): a C compiler and libc's static archive.
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+[ -e /usr/include/stdio.h ] || missing+=(libc6-dev)
 
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0

@@ -80,17 +80,22 @@ func BusyboxConfig() imagebuild.Config {
 func BusyboxFiles() ([]imagebuild.File, error) { return busyboxFiles() }
 
 // busyboxFiles reads the binary and its applet list once per process.
-var busyboxFiles = sync.OnceValues(func() ([]imagebuild.File, error) {
-	bin, err := os.ReadFile(BusyboxPath)
+var busyboxFiles = sync.OnceValues(func() ([]imagebuild.File, error) { return BusyboxFilesOf(BusyboxPath) })
+
+// BusyboxFilesOf is the Busybox image's layer made with the static busybox
+// binary at path in place of BusyboxPath, with a hard link for each applet
+// that binary has.
+func BusyboxFilesOf(path string) ([]imagebuild.File, error) {
+	bin, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s is missing", ErrNoBusybox, BusyboxPath)
+		return nil, fmt.Errorf("%w: %s is missing", ErrNoBusybox, path)
 	}
 	if err != nil {
 		return nil, err
 	}
-	out, err := exec.Command(BusyboxPath, "--list").Output()
+	out, err := exec.Command(path, "--list").Output()
 	if err != nil {
-		return nil, fmt.Errorf("images: %s --list: %w", BusyboxPath, err)
+		return nil, fmt.Errorf("images: %s --list: %w", path, err)
 	}
 	files := []imagebuild.File{
 		{Path: "/bin/busybox", Mode: 0o755, Data: bin},
@@ -110,10 +115,10 @@ var busyboxFiles = sync.OnceValues(func() ([]imagebuild.File, error) {
 		n++
 	}
 	if n == 0 {
-		return nil, fmt.Errorf("images: %s --list names no applets", BusyboxPath)
+		return nil, fmt.Errorf("images: %s --list names no applets", path)
 	}
 	return files, nil
-})
+}
 
 // BusyboxWithProgram builds the Go main package pkg (an import path the
 // calling module resolves) as a static binary and loads, tagged ref, the

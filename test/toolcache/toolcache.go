@@ -1,9 +1,10 @@
 // Package toolcache builds the slow-to-build tools that tests and
-// benchmarks run (crictl, Docker Compose v2, a current Docker Engine) once
-// per machine into os.UserCacheDir()/cri-compose/tools/<name>-<version>,
-// and installs Compose v2 as a Docker CLI plugin in a private
-// DOCKER_CONFIG. test/e2e, test/bench, test/vk (its control plane and
-// kubectl) and test/privengine share it.
+// benchmarks run (crictl, Docker Compose v2, a current Docker Engine,
+// upstream BusyBox) once per machine into
+// os.UserCacheDir()/cri-compose/tools/<name>-<version>, and installs
+// Compose v2 as a Docker CLI plugin in a private DOCKER_CONFIG. test/e2e,
+// test/bench, test/vk (its control plane and kubectl) and test/privengine
+// share it.
 package toolcache
 
 import (

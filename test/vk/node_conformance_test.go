@@ -82,6 +82,9 @@ func startE2ERegistry(ctx context.Context, toolsDir string) ([]string, error) {
 		return nil, err
 	}
 	p := kubee2e.Programs{Critest: programs}
+	if p.Busybox, _, err = toolcache.Busybox(ctx); err != nil {
+		return nil, err
+	}
 	if p.Bash, err = kubee2e.BashStatic(); err != nil {
 		return nil, err
 	}

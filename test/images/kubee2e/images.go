@@ -1,17 +1,17 @@
 // Package kubee2e makes the images that the Kubernetes e2e suite's
 // [NodeConformance] specs (e2e.test v1.37.2) run, under the upstream names
 // of its image manifest (k8s.io/kubernetes/test/utils/image), from what a
-// machine without a registry has: Debian's busybox-static (see
-// test/images), Debian's bash-static, the small static programs of
-// test/images/critest, and agnhost built from
+// machine without a registry has: upstream BusyBox 1.37.0 built from its
+// release (test/toolcache's Busybox), Debian's bash-static, the small
+// static programs of test/images/critest, and agnhost built from
 // k8s.io/kubernetes/test/images/agnhost itself.
 //
 // /bin/sh is busybox's ash, as upstream's (the specs compare its error
-// messages, "can't create /file: Read-only file system"). It is Debian's
-// busybox 1.35, whose ash drops environment variables whose names are not
-// shell identifiers when it runs a program; upstream's 1.37 keeps them. So
-// the two specs that read a configMap or secret key such as "data-1"
-// through `sh -c env` fail with these images (README.md says so).
+// messages, "can't create /file: Read-only file system"). It is upstream's
+// busybox and not Debian's busybox-static, because Debian's ash drops
+// environment variables whose names are not shell identifiers when it runs
+// a program, and the specs read configMap and secret keys such as "data-1"
+// through `sh -c env`.
 //
 // What each image keeps of the upstream one:
 //
@@ -23,7 +23,8 @@
 //     bind-tools, iproute2, netcat, bash and socat; here busybox gives nc,
 //     wget, nslookup and ip, bash is bash, and curl is test/images/critest's
 //     cmd/curl (a GET of an http:// URL with the flags the specs pass).
-//   - busybox (1.37.0-2): busybox and its applets, Cmd ["sh"].
+//   - busybox (1.37.0-2): busybox 1.37.0 (defconfig, static, as Docker
+//     Hub's busybox:1.37.0 that it mirrors) and its applets, Cmd ["sh"].
 //   - glibc-dns-testing (2.1.1): busybox, Cmd ["sh"]. Upstream is Debian
 //     with dnsutils and coredns; the specs that pull it (hostnameOverride)
 //     run sh, hostname and `hostname -f`, which busybox answers from
@@ -66,6 +67,9 @@ const (
 
 // Programs are the executables the images carry.
 type Programs struct {
+	// Busybox is the path of a static upstream busybox, the base of every
+	// image but pause (test/toolcache's Busybox builds it).
+	Busybox string
 	// Agnhost is k8s.io/kubernetes/test/images/agnhost, static.
 	Agnhost []byte
 	// PorterCert and PorterKey are agnhost's porter/localhost.crt and
@@ -100,8 +104,10 @@ func Images(p Programs) ([]critest.Image, error) {
 		return nil, fmt.Errorf("kubee2e images: the critest programs are missing")
 	case len(p.Bash) == 0:
 		return nil, fmt.Errorf("kubee2e images: bash is missing")
+	case p.Busybox == "":
+		return nil, fmt.Errorf("kubee2e images: busybox is missing")
 	}
-	bb, err := images.BusyboxFiles()
+	bb, err := images.BusyboxFilesOf(p.Busybox)
 	if err != nil {
 		return nil, err
 	}
