@@ -50,6 +50,7 @@ type Engine interface {
 	ContainerResize(ctx context.Context, id string, height, width uint) error
 	ContainerAttach(ctx context.Context, id string, cfg dockerapi.AttachConfig) (*dockerapi.Stream, error)
 	ContainerLogs(ctx context.Context, id string, since time.Time, follow bool) (io.ReadCloser, error)
+	ContainerLogTail(ctx context.Context, id string, since time.Time, tail int) (io.ReadCloser, error)
 	ContainerCreate(ctx context.Context, name string, cfg *container.Config, hc *container.HostConfig, nc *network.NetworkingConfig) (string, error)
 
 	// Exec.

@@ -166,7 +166,7 @@ func (h *holder) drain(ctx context.Context, st *dockerapi.Stream, tty bool) erro
 			return err
 		}
 		n, err := io.ReadFull(st.Reader, buf[:n])
-		h.gate.Add(s, crilog.Cost(buf[:n]))
+		h.gate.Add(s, buf[:n])
 		return err
 	}
 	if tty {
@@ -175,7 +175,7 @@ func (h *holder) drain(ctx context.Context, st *dockerapi.Stream, tty bool) erro
 				return err
 			}
 			n, err := st.Reader.Read(buf)
-			h.gate.Add(crilog.Stdout, crilog.Cost(buf[:n]))
+			h.gate.Add(crilog.Stdout, buf[:n])
 			if err == io.EOF {
 				return nil
 			}
@@ -247,8 +247,13 @@ func (l *logPumps) ensure(ctx context.Context, id, path string, tty bool, runnin
 
 // The pump's waits: between fetches while the attach stream has seen output
 // the engine's log does not show yet (the engine writes the two apart),
-// and, while no attach stream is read, for new output at all.
+// and, while no attach stream is read, for new output at all. pumpPace is
+// the least time between two fetches while the gate does not hold the
+// container: every fetch reads again the last seconds of output
+// (crilog.Resume, crilog.Tailed), so a fetch for every line of a container
+// that writes a steady hundred lines a second cost more than the lines.
 const (
+	pumpPace     = 50 * time.Millisecond
 	pumpRetryMin = 5 * time.Millisecond
 	pumpRetryMax = 500 * time.Millisecond
 	pumpRetries  = 20 // fetches that find nothing the attach count expects, before it is reset
@@ -259,15 +264,21 @@ const (
 //
 // It fetches what the engine logged since the last record (a read to the
 // end, not a follow: Docker 20.10's follow of a json-file log can lose the
-// entry at a rotation), whenever the attach stream shows new output, and
-// again until everything the attach stream saw is in. So the last output
-// of a container that exited at once is in too, whenever the engine writes
-// it.
+// entry at a rotation; and by the log's tail where it can, crilog.Tailed),
+// whenever the attach stream shows new output, and again until everything
+// the attach stream saw is in. So the last output of a container that
+// exited at once is in too, whenever the engine writes it.
 func (l *logPumps) run(ctx context.Context, id string, w *crilog.Writer, tty bool, pos crilog.Position, h *holder, running func(context.Context) bool) {
-	src := func(ctx context.Context, since time.Time) (io.ReadCloser, error) {
-		return l.docker.ContainerLogs(ctx, id, since, false)
-	}
 	gate := h.gate
+	src := crilog.CountByTime(func(ctx context.Context, since time.Time) (io.ReadCloser, error) {
+		return l.docker.ContainerLogs(ctx, id, since, false)
+	}, &l.counters)
+	if !tty {
+		// A TTY's stream has no frames to count the answer's messages by.
+		src = crilog.Tailed(func(ctx context.Context, since time.Time, tail int) (io.ReadCloser, error) {
+			return l.docker.ContainerLogTail(ctx, id, since, tail)
+		}, src, gate.Expected, func() crilog.Position { return pos }, &l.counters)
+	}
 	backoff := 100 * time.Millisecond
 	retry, retries := pumpRetryMin, 0
 	wait := func(d time.Duration) bool {
@@ -278,7 +289,12 @@ func (l *logPumps) run(ctx context.Context, id string, w *crilog.Writer, tty boo
 			return true
 		}
 	}
+	var fetched time.Time
 	for {
+		if d := pumpPace - time.Since(fetched); d > 0 && !gate.Holding() && !wait(d) {
+			return
+		}
+		fetched = time.Now()
 		// Take the token first: output that comes during the fetch leaves
 		// one for the next wait.
 		select {

@@ -16,6 +16,7 @@ import (
 //	cri_compose_log_pump_bytes_total{stream}     bytes of CRI log records written (stdout, stderr)
 //	cri_compose_log_pump_dropped_total           log writes that failed (the pump asks the engine again when it resumes)
 //	cri_compose_log_dropped_lines_total          log lines dropped because the log's filesystem was full (never written)
+//	cri_compose_log_pump_fetches_total{by}       fetches of engine logs by the pumps, by their tail or by time alone
 //
 // The engine client has its own (dockerapi.Client.Collectors), and the gRPC
 // server's come from the middleware the program installs (pkg/metrics).
@@ -38,13 +39,16 @@ var (
 	logDroppedLinesDesc = prometheus.NewDesc("cri_compose_log_dropped_lines_total",
 		"CRI log lines (records) dropped because the log file's filesystem was full or over quota; "+
 			"they are never written. Each container's log says once when it fills and once when it takes lines again.", nil, nil)
+	logFetchesDesc = prometheus.NewDesc("cri_compose_log_pump_fetches_total",
+		"Fetches of engine logs by the log pumps: by the log's tail (by=\"tail\"), which costs the engine what is fetched, "+
+			"or by time alone (by=\"time\"), for which it reads the container's whole log.", []string{"by"}, nil)
 )
 
 // runtimeCollector reads the store and the log pumps on every scrape.
 type runtimeCollector struct{ s *Server }
 
 func (c *runtimeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{podsDesc, containersDesc, logPumpsDesc, logBytesDesc, logDroppedDesc, logDroppedLinesDesc} {
+	for _, d := range []*prometheus.Desc{podsDesc, containersDesc, logPumpsDesc, logBytesDesc, logDroppedDesc, logDroppedLinesDesc, logFetchesDesc} {
 		ch <- d
 	}
 }
@@ -77,6 +81,8 @@ func (c *runtimeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(logBytesDesc, prometheus.CounterValue, float64(l.counters.StderrBytes.Load()), "stderr")
 	ch <- prometheus.MustNewConstMetric(logDroppedDesc, prometheus.CounterValue, float64(l.counters.Dropped.Load()))
 	ch <- prometheus.MustNewConstMetric(logDroppedLinesDesc, prometheus.CounterValue, float64(l.counters.DroppedLines.Load()))
+	ch <- prometheus.MustNewConstMetric(logFetchesDesc, prometheus.CounterValue, float64(l.counters.TailFetches.Load()), "tail")
+	ch <- prometheus.MustNewConstMetric(logFetchesDesc, prometheus.CounterValue, float64(l.counters.TimeFetches.Load()), "time")
 }
 
 // stateLabel turns a CRI state name (SANDBOX_READY, CONTAINER_EXITED) into

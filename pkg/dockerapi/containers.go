@@ -93,9 +93,21 @@ func (c *Client) ContainerUpdate(ctx context.Context, id string, res *container.
 
 // ContainerLogs follows a container's stdout and stderr with timestamps from
 // since on. The stream is multiplexed unless the container has a TTY.
-func (c *Client) ContainerLogs(ctx context.Context, id string, since time.Time, follow bool) (_ io.ReadCloser, err error) {
+func (c *Client) ContainerLogs(ctx context.Context, id string, since time.Time, follow bool) (io.ReadCloser, error) {
+	return c.containerLogs(ctx, id, since, follow, "")
+}
+
+// ContainerLogTail is the last tail messages of a container's log (of both
+// streams together) that are stamped since or later, with timestamps, not
+// followed. The engine finds them from the end of its log, where a fetch
+// by time alone reads the log from its start.
+func (c *Client) ContainerLogTail(ctx context.Context, id string, since time.Time, tail int) (io.ReadCloser, error) {
+	return c.containerLogs(ctx, id, since, false, strconv.Itoa(tail))
+}
+
+func (c *Client) containerLogs(ctx context.Context, id string, since time.Time, follow bool, tail string) (_ io.ReadCloser, err error) {
 	defer c.observe("container logs", time.Now(), &err)
-	opts := client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Follow: follow}
+	opts := client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Timestamps: true, Follow: follow, Tail: tail}
 	if !since.IsZero() {
 		opts.Since = strconv.FormatInt(since.Unix(), 10) + "." + leftPad9(since.Nanosecond())
 	}

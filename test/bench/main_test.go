@@ -61,6 +61,10 @@ var (
 		"scale: the longest filling the engine may take in all; the run fails past it (BENCH_FILL_TIMEOUT)")
 	flagProfile = flag.String("bench.profile", envStr("BENCH_PROFILE", ""),
 		"scale: write pprof profiles of an in-process server on the same pods here: heap and list CPU at each level, stats CPU while polled (BENCH_PROFILE)")
+	flagLogMiB = flag.Int("bench.log-mib", envInt("BENCH_LOG_MIB", 64),
+		"logs: MiB each full-speed shape writes (BENCH_LOG_MIB)")
+	flagLogWindow = flag.Duration("bench.log-window", envDuration("BENCH_LOG_WINDOW", 20*time.Second),
+		"logs: how long the CPU of a steadily writing container is measured (BENCH_LOG_WINDOW)")
 	flagReport = flag.String("bench.report", envStr("BENCH_REPORT", ""),
 		"also write the summary (markdown) to this file (BENCH_REPORT)")
 )

@@ -92,22 +92,31 @@ func memStatus(pid int) (rss, hwm uint64, err error) {
 // pidOf finds the oldest process whose command name is comm (dockerd,
 // containerd): 0 if none.
 func pidOf(comm string) int {
-	ents, _ := os.ReadDir("/proc")
 	best := 0
+	for _, pid := range pidsOf(func(c string) bool { return c == comm }) {
+		if best == 0 || pid < best {
+			best = pid
+		}
+	}
+	return best
+}
+
+// pidsOf is every process whose command name (/proc/<pid>/comm) match
+// takes.
+func pidsOf(match func(comm string) bool) []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err != nil || strings.TrimSpace(string(b)) != comm {
-			continue
-		}
-		if best == 0 || pid < best {
-			best = pid
+		if err == nil && match(strings.TrimSpace(string(b))) {
+			pids = append(pids, pid)
 		}
 	}
-	return best
+	return pids
 }
 
 // cpuMeter measures the CPU that some processes use over a span of time.

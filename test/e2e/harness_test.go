@@ -45,7 +45,7 @@ func newDaemon(t *testing.T, name string) *daemon {
 		t.Fatalf("newDaemon(%q): add the name to daemonNames", name)
 	}
 	cc := suite.NewDaemon(t, suite.DaemonConfig{
-		Bin: criComposeBin, Dir: runDir, Network: "cce2e-" + runID + "-" + name,
+		Bin: criComposeBin, Dir: runDir, Network: "cce2e-" + runID + "-" + name, Metrics: true,
 		Args: []string{"--registry-mirror", "registry.k8s.io=http://" + reg.Host},
 	})
 	d := &daemon{

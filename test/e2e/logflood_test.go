@@ -58,14 +58,54 @@ func TestLogFlood(t *testing.T) {
 		t.Skip("-e2e.flood-bytes is 0")
 	}
 	d := newDaemon(t, "flood")
+	spam(t, d, "-bytes", strconv.FormatInt(*floodBytes, 10),
+		"-sizes", "100,100,100,100,100,100,100,100,16384,40000", "-end", "END")
+}
+
+// TestLogSteady: a container that writes steadily, in bursts a pump keeps
+// up with, finds every line in its CRI log once, in order and whole, and
+// its pump fetched by the engine log's tail, which costs the engine what
+// is fetched, not the whole log.
+func TestLogSteady(t *testing.T) {
+	d := newDaemon(t, "steady")
+	spam(t, d, "-bytes", strconv.Itoa(8<<20), "-sizes", "100,100,100,3000",
+		"-burst", "50", "-pause", "10ms", "-end", "END")
+	fams, err := d.cc.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]float64{}
+	for _, m := range fams["cri_compose_log_pump_fetches_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			by[l.GetValue()] += m.GetCounter().GetValue()
+		}
+	}
+	t.Logf("engine log fetches: %v by the tail, %v by time alone", by["tail"], by["time"])
+	if by["tail"] == 0 {
+		t.Errorf("no fetch by the engine log's tail (%v by time alone)", by["time"])
+	}
+}
+
+// TestLogLongLines: a container that writes only 16 KiB lines at full
+// speed (each one a P and an F record: the engine splits it) finds every
+// line in its CRI log once, in order and whole.
+func TestLogLongLines(t *testing.T) {
+	d := newDaemon(t, "long")
+	spam(t, d, "-bytes", strconv.Itoa(16<<20), "-sizes", "16384", "-end", "END")
+}
+
+// spam runs logspam with args in a pod of d until it exits, and checks
+// that its CRI log holds every line once, in order and whole, ending with
+// "END" as a P record.
+func spam(t *testing.T, d *daemon, args ...string) {
+	t.Helper()
 	ref := logspamImage(t)
-	podPath := d.writeJSON("pod.json", d.podConfig("flood"))
+	podPath := d.writeJSON("pod.json", d.podConfig(d.name))
 	pod := strings.TrimSpace(d.crictl("runp", podPath))
 	ctrPath := d.writeJSON("ctr.json", map[string]any{
 		"metadata": map[string]any{"name": "spam"},
 		"image":    map[string]any{"image": ref},
-		"command": []string{"/bin/logspam", "-bytes", strconv.FormatInt(*floodBytes, 10),
-			"-sizes", "100,100,100,100,100,100,100,100,16384,40000", "-end", "END"},
+		"command":  append([]string{"/bin/logspam"}, args...),
 		"log_path": "spam.log",
 		"linux":    map[string]any{},
 	})
@@ -83,8 +123,8 @@ func TestLogFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d bytes written at full speed; CRI log %d bytes, complete %v after the start (%.0f MB/s)",
-		*floodBytes, st.Size(), elapsed.Round(time.Millisecond), float64(*floodBytes)/elapsed.Seconds()/1e6)
+	t.Logf("logspam %v: CRI log %d bytes, complete %v after the start (%.0f MB/s)",
+		args, st.Size(), elapsed.Round(time.Millisecond), float64(st.Size())/elapsed.Seconds()/1e6)
 	if err := checkFlood(logPath, "END"); err != nil {
 		t.Fatal(err)
 	}

@@ -202,7 +202,7 @@ func removeImage(ref string) {
 
 // daemonNames are the names tests give newDaemon: each daemon's network is
 // cce2e-<run>-<name>, which sweepStaleRuns removes for runs that died.
-var daemonNames = []string{"life", "exit", "one", "two", "export", "flood", "last"}
+var daemonNames = []string{"life", "exit", "one", "two", "export", "flood", "steady", "long", "last"}
 
 var e2eNamespace = regexp.MustCompile(`^e2e-([0-9a-f]{8})-[a-z]+$`)
 

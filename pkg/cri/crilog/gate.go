@@ -29,15 +29,17 @@ type Gate struct {
 	stall  time.Duration
 
 	mu       sync.Mutex
-	attached [2]int64      // bytes of stdout, stderr let through since the last Attach
-	pumped   [2]int64      // and pumped since then, counted from after
-	from     time.Time     // records stamped before this were output before the attach
-	wake     chan struct{} // closed when pumped moves, if anyone waits
-	waiting  int
-	stalls   int           // times the gate gave up waiting (Stalls)
-	more     chan struct{} // a token when attached bytes came (More)
-	live     bool          // an attach stream is being read (Live)
-	heldAt   time.Time     // when Wait last held the attach stream
+	attached [2]int64 // bytes of stdout, stderr let through since the last Attach
+	pumped   [2]int64 // and pumped since then, counted from after
+	// The same in messages of the engine's log (messages), for Expected.
+	attachedMsgs, pumpedMsgs [2]int64
+	from                     time.Time     // records stamped before this were output before the attach
+	wake                     chan struct{} // closed when pumped moves, if anyone waits
+	waiting                  int
+	stalls                   int           // times the gate gave up waiting (Stalls)
+	more                     chan struct{} // a token when attached bytes came (More)
+	live                     bool          // an attach stream is being read (Live)
+	heldAt                   time.Time     // when Wait last held the attach stream
 }
 
 // NewGate returns a gate that lets the attach stream run at most window
@@ -57,6 +59,7 @@ func (g *Gate) Attach(from time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.attached, g.pumped, g.from, g.live = [2]int64{}, [2]int64{}, from, true
+	g.attachedMsgs, g.pumpedMsgs = [2]int64{}, [2]int64{}
 	g.signal()
 }
 
@@ -102,12 +105,36 @@ func (g *Gate) Missing() (stdout, stderr int64) {
 	return max(g.attached[0]-g.pumped[0], 0), max(g.attached[1]-g.pumped[1], 0)
 }
 
+// tailSlack is what Expected adds for output the attach stream has not
+// counted yet.
+const tailSlack = 256
+
+// Expected is a guess at how many messages of the engine's log the pump
+// has yet to write, for a tailed fetch (Tailed): the messages the attach
+// stream saw beyond the pump (messages), and room for what came since.
+// While the gate holds the container (Holding) there is no guess (0): the
+// engine has then queued output for the attach stream that it has not
+// counted, and a tailed fetch would have to reach back further than it
+// holds (maxTailAnswer).
+func (g *Gate) Expected() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.holding() {
+		return 0
+	}
+	n := int64(tailSlack)
+	for i := range g.attachedMsgs {
+		n += max(g.attachedMsgs[i]-g.pumpedMsgs[i], 0)
+	}
+	return int(n)
+}
+
 // Resync makes the count start again from what the pump wrote, when the
 // two sides disagree (output the engine logged before an attach counted
 // after it, say).
 func (g *Gate) Resync() {
 	g.mu.Lock()
-	g.attached = g.pumped
+	g.attached, g.attachedMsgs = g.pumped, g.pumpedMsgs
 	g.mu.Unlock()
 }
 
@@ -141,7 +168,7 @@ func (g *Gate) ahead() int64 {
 	return g.attached[0] + g.attached[1] - g.pumped[0] - g.pumped[1]
 }
 
-// Pumped records output of stream costing n (Cost), stamped ts, as
+// Pumped records one message of stream costing n (Cost), stamped ts, as
 // written by the pump.
 func (g *Gate) Pumped(s Stream, ts time.Time, n int) {
 	g.mu.Lock()
@@ -150,6 +177,7 @@ func (g *Gate) Pumped(s Stream, ts time.Time, n int) {
 		return
 	}
 	g.pumped[index(s)] += int64(n)
+	g.pumpedMsgs[index(s)]++
 	if g.waiting > 0 {
 		g.signal()
 	}
@@ -202,7 +230,7 @@ func (g *Gate) Wait(ctx context.Context) error {
 		if stalled && g.pumped == pumped {
 			// No progress for the whole stall: count again from here
 			// rather than hold the container.
-			g.attached, g.stalls = g.pumped, g.stalls+1
+			g.attached, g.attachedMsgs, g.stalls = g.pumped, g.pumpedMsgs, g.stalls+1
 		}
 		g.mu.Unlock()
 		if err != nil {
@@ -211,14 +239,27 @@ func (g *Gate) Wait(ctx context.Context) error {
 	}
 }
 
-// Add counts output of stream costing n (Cost) read from the attach
-// stream.
-func (g *Gate) Add(s Stream, n int) {
-	if n == 0 {
+// engineSplit is the size at which the engine cuts a line into messages
+// of its log: 16 KiB (moby's logger copier).
+const engineSplit = 16 * 1024
+
+// messages is about how many messages of the engine's log output p makes:
+// a message per line it ends, and one per 16 KiB piece of a long line
+// (counted once per engineSplit bytes of p, which for short lines costs one
+// message too many per 16 KiB).
+func messages(p []byte) int {
+	return bytes.Count(p, []byte{'\n'}) + len(p)/engineSplit
+}
+
+// Add counts output p of stream read from the attach stream: its Cost,
+// and its messages in the engine's log.
+func (g *Gate) Add(s Stream, p []byte) {
+	if len(p) == 0 {
 		return
 	}
 	g.mu.Lock()
-	g.attached[index(s)] += int64(n)
+	g.attached[index(s)] += int64(Cost(p))
+	g.attachedMsgs[index(s)] += int64(messages(p))
 	g.mu.Unlock()
 	g.poke()
 }
@@ -233,6 +274,11 @@ const holdMemory = 2 * time.Second
 func (g *Gate) Holding() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.holding()
+}
+
+// holding is Holding; g.mu is held.
+func (g *Gate) holding() bool {
 	return g.ahead() >= g.window || time.Since(g.heldAt) < holdMemory
 }
 

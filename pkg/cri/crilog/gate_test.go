@@ -1,10 +1,14 @@
 package crilog
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
 )
+
+// out is n bytes of output in no line: n in the engine's log (Cost).
+func out(n int) []byte { return bytes.Repeat([]byte("x"), n) }
 
 // TestGateHolds: the attach side may run window bytes ahead of the pump,
 // then waits until the pump has caught up below the window.
@@ -15,8 +19,8 @@ func TestGateHolds(t *testing.T) {
 	if err := g.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	g.Add(Stdout, 60)
-	g.Add(Stderr, 40) // 100 ahead: the next read waits
+	g.Add(Stdout, out(60))
+	g.Add(Stderr, out(40)) // 100 ahead: the next read waits
 	passed := make(chan error, 1)
 	go func() { passed <- g.Wait(ctx) }()
 	select {
@@ -42,7 +46,7 @@ func TestGateFrom(t *testing.T) {
 	g := NewGate(10, time.Hour)
 	from := time.Now()
 	g.Attach(from)
-	g.Add(Stdout, 10)
+	g.Add(Stdout, out(10))
 	g.Pumped(Stdout, from.Add(-time.Millisecond), 10)
 	if out, _ := g.Behind(); !out {
 		t.Fatal("output stamped before the attach counted")
@@ -58,7 +62,7 @@ func TestGateFrom(t *testing.T) {
 func TestGateStall(t *testing.T) {
 	g := NewGate(10, 50*time.Millisecond)
 	g.Attach(time.Time{})
-	g.Add(Stdout, 10)
+	g.Add(Stdout, out(10))
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -77,7 +81,7 @@ func TestGateStall(t *testing.T) {
 func TestGateCancel(t *testing.T) {
 	g := NewGate(1, time.Hour)
 	g.Attach(time.Time{})
-	g.Add(Stdout, 1)
+	g.Add(Stdout, out(1))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- g.Wait(ctx) }()
@@ -137,8 +141,8 @@ func TestLastPosition(t *testing.T) {
 func TestGateMissing(t *testing.T) {
 	g := NewGate(1000, time.Hour)
 	g.Attach(time.Time{})
-	g.Add(Stdout, 30)
-	g.Add(Stderr, 7)
+	g.Add(Stdout, out(30))
+	g.Add(Stderr, out(7))
 	g.Pumped(Stdout, time.Now(), 10)
 	if out, errs := g.Missing(); out != 20 || errs != 7 {
 		t.Fatalf("Missing() = %d, %d; want 20, 7", out, errs)
@@ -166,7 +170,7 @@ func TestGateCost(t *testing.T) {
 	g := NewGate(1000, time.Hour)
 	g.Attach(time.Time{})
 	for _, piece := range []string{"a\nb", "b\n", "ccc", "\n"} { // as the attach stream cut it
-		g.Add(Stdout, Cost([]byte(piece)))
+		g.Add(Stdout, []byte(piece))
 	}
 	for _, msg := range []string{"a\n", "bb\n", "ccc\n"} { // as the engine logged it
 		g.Pumped(Stdout, time.Now(), Cost([]byte(msg)))
@@ -177,11 +181,35 @@ func TestGateCost(t *testing.T) {
 	// Thirteen 13-byte lines (169 bytes) fill a window of 1000: the
 	// attach stream waits.
 	for range 13 {
-		g.Add(Stdout, Cost([]byte("line 1234567\n")))
+		g.Add(Stdout, []byte("line 1234567\n"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := g.Wait(ctx); err == nil {
 		t.Error("the attach stream read on past the window of short lines")
+	}
+}
+
+// TestGateExpected: the guess for a tailed fetch counts the messages the
+// pump is behind (a 16 KiB line is two: the engine splits it), and is no
+// guess while the gate holds.
+func TestGateExpected(t *testing.T) {
+	g := NewGate(1<<20, time.Hour)
+	g.Attach(time.Time{})
+	if n := g.Expected(); n != tailSlack {
+		t.Errorf("caught up: %d, want %d", n, tailSlack)
+	}
+	g.Add(Stdout, []byte("a\nb\n"))
+	g.Add(Stderr, append(out(engineSplit), '\n'))
+	if n := g.Expected(); n != 4+tailSlack {
+		t.Errorf("two short lines and a 16 KiB one behind: %d, want %d", n, 4+tailSlack)
+	}
+	g.Pumped(Stdout, time.Now(), Cost([]byte("a\n")))
+	if n := g.Expected(); n != 3+tailSlack {
+		t.Errorf("one pumped: %d, want %d", n, 3+tailSlack)
+	}
+	g.Add(Stdout, out(1<<20)) // a window ahead: held
+	if n := g.Expected(); n != 0 {
+		t.Errorf("holding: %d, want 0", n)
 	}
 }

@@ -17,6 +17,9 @@ type Counters struct {
 	// dropped because the log's filesystem was full (full.go): they are
 	// not written later.
 	DroppedLines atomic.Uint64
+	// TailFetches and TimeFetches count the pumps' fetches of an engine
+	// log by its tail and by time alone (Tailed).
+	TailFetches, TimeFetches atomic.Uint64
 }
 
 // CountInto makes w add what it writes and drops to c (nil: stop counting).

@@ -85,12 +85,7 @@ type engine struct {
 func (e *engine) source(ctx context.Context, since time.Time) (io.ReadCloser, error) {
 	e.conns++
 	e.sinces = append(e.sinces, since)
-	var sel []msg
-	for _, m := range e.msgs {
-		if !m.ts.Before(since) { // the engine's since is inclusive
-			sel = append(sel, m)
-		}
-	}
+	sel := since0(e.msgs, since)
 	if e.conns == 1 && e.cutAt > 0 {
 		sel = e.msgs[:e.cutAt]
 	}

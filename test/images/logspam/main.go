@@ -5,7 +5,8 @@
 // Each line is "<seq> <size> <filler>", size bytes long without its '\n',
 // the filler a repeated letter that depends on seq. Line sizes cycle
 // through -sizes. With -stamp, the filler starts with the time of the
-// write in nanoseconds (for latency). Lines go to stdout and stderr in
+// write in nanoseconds (for latency). With -burst, it pauses after every
+// burst of lines, once -fill bytes are written. Lines go to stdout and stderr in
 // turn, numbered per stream. At the end it writes -end to stdout without a
 // newline, and exits 0.
 package main
@@ -24,6 +25,7 @@ func main() {
 	total := flag.Int64("bytes", 1<<20, "stop after about this many bytes")
 	sizes := flag.String("sizes", "100", "comma-separated line sizes, cycled")
 	burst := flag.Int("burst", 0, "lines per burst; 0: no pauses")
+	fill := flag.Int64("fill", 0, "bytes written at full speed before the bursts begin")
 	pause := flag.Duration("pause", 10*time.Millisecond, "pause after each burst")
 	stamp := flag.Bool("stamp", false, "start each filler with the write time in ns")
 	buffer := flag.Int("buffer", 32*1024, "write buffer per stream; 0: one write per line")
@@ -53,7 +55,7 @@ func main() {
 			outs[s].Flush()
 		}
 		written += int64(len(line))
-		if *burst > 0 && (i+1)%*burst == 0 {
+		if *burst > 0 && written >= *fill && (i+1)%*burst == 0 {
 			outs[0].Flush()
 			outs[1].Flush()
 			time.Sleep(*pause)
