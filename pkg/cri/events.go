@@ -86,7 +86,7 @@ func (s *Server) ensurePump(ctx context.Context, c containerRec) {
 	if c.LogPath == "" || c.StartedAt == 0 { // never started: nothing to read yet
 		return
 	}
-	s.pumps.ensure(ctx, c.ID, c.LogPath, c.Tty, s.runningFn(c.ID))
+	s.pumps.ensure(ctx, c.ID, c.LogPath, c.Tty, c.Pid, s.runningFn(c.ID))
 }
 
 func (s *Server) runningFn(id string) func(context.Context) bool {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -24,6 +25,9 @@ import (
 type logPumps struct {
 	docker Engine
 	access perm.Access // who besides root may read the log files
+	// local: the engine runs on this host, so a container's process may
+	// be watched for its exit (openAtExit).
+	local bool
 
 	mu      sync.Mutex
 	pumps   map[string]*pump
@@ -37,13 +41,16 @@ type pump struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	w      *crilog.Writer
+	moves  atomic.Uint64 // fetches that wrote something (drain)
 }
 
 // holder reads a container's attach stream through its gate.
 type holder struct {
-	gate   *crilog.Gate
-	cancel context.CancelFunc
-	done   chan struct{}
+	gate    *crilog.Gate
+	ctx     context.Context // ends with the holder
+	cancel  context.CancelFunc
+	done    chan struct{}
+	watched bool // its container's process is watched (l.mu)
 }
 
 // attachWindow is how far the attach stream may run ahead of the pump, in
@@ -59,7 +66,7 @@ const attachWindow = 1 << 20
 const gateStall = 10 * time.Second
 
 func newLogPumps(d Engine, a perm.Access) *logPumps {
-	return &logPumps{docker: d, access: a, pumps: map[string]*pump{}, holders: map[string]*holder{}}
+	return &logPumps{docker: d, access: a, local: d.IsLocal(), pumps: map[string]*pump{}, holders: map[string]*holder{}}
 }
 
 // holdBeforeStart attaches to a created container, so that everything it
@@ -97,14 +104,30 @@ func (l *logPumps) hold(id string, tty bool) {
 // container started, or nil. l.mu is held.
 func (l *logPumps) startHolder(id string, tty bool, first *dockerapi.Stream) *holder {
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &holder{gate: crilog.NewGate(attachWindow, gateStall), cancel: cancel, done: make(chan struct{})}
+	h := &holder{gate: crilog.NewGate(attachWindow, gateStall), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
 		defer close(h.done)
+		defer cancel() // and the exit watch with it (watchExit)
 		h.run(ctx, l.docker, id, tty, first)
 	}()
 	return h
+}
+
+// openAtExit opens the gate of a holder for good once the container's
+// process (pid) has exited (crilog.Gate.Open), when the engine is local.
+// Elsewhere, or where the process cannot be watched, the gate keeps
+// holding while the pump is behind, and an exit while it holds can lose the
+// output the engine then has not logged. l.mu is held.
+func (l *logPumps) openAtExit(h *holder, id string, pid int) {
+	if !l.local || pid <= 0 || h.watched {
+		return
+	}
+	h.watched = true
+	if err := watchExit(h.ctx, pid, id, h.gate.Open); err != nil {
+		klog.V(2).InfoS("Cannot watch the container's process; its output is held to the log pump's pace until the engine tells of its exit", "container", id, "pid", pid, "err", err)
+	}
 }
 
 // run reads the attach stream through the gate until the container has
@@ -208,7 +231,10 @@ func (h *holder) drain(ctx context.Context, st *dockerapi.Stream, tty bool) erro
 
 // ensure starts a pump for the container unless one runs already. The pump
 // ends when the container has exited and its stream is drained.
-func (l *logPumps) ensure(ctx context.Context, id, path string, tty bool, running func(context.Context) bool) {
+//
+// pid is the container's main process (0: unknown), whose exit opens the
+// gate (openAtExit).
+func (l *logPumps) ensure(ctx context.Context, id, path string, tty bool, pid int, running func(context.Context) bool) {
 	if path == "" {
 		return
 	}
@@ -236,12 +262,13 @@ func (l *logPumps) ensure(ctx context.Context, id, path string, tty bool, runnin
 	l.pumps[id] = p
 	l.hold(id, tty)
 	h := l.holders[id]
+	l.openAtExit(h, id, pid)
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
 		defer close(p.done)
 		defer w.Close()
-		l.run(ctx, id, w, tty, pos, h, running)
+		l.run(ctx, id, p, tty, pos, h, running)
 	}()
 }
 
@@ -268,8 +295,8 @@ const (
 // whenever the attach stream shows new output, and again until everything
 // the attach stream saw is in. So the last output of a container that
 // exited at once is in too, whenever the engine writes it.
-func (l *logPumps) run(ctx context.Context, id string, w *crilog.Writer, tty bool, pos crilog.Position, h *holder, running func(context.Context) bool) {
-	gate := h.gate
+func (l *logPumps) run(ctx context.Context, id string, p *pump, tty bool, pos crilog.Position, h *holder, running func(context.Context) bool) {
+	gate, w := h.gate, p.w
 	src := crilog.CountByTime(func(ctx context.Context, since time.Time) (io.ReadCloser, error) {
 		return l.docker.ContainerLogs(ctx, id, since, false)
 	}, &l.counters)
@@ -318,8 +345,28 @@ func (l *logPumps) run(ctx context.Context, id string, w *crilog.Writer, tty boo
 		}
 		backoff = 100 * time.Millisecond
 		if pos != before {
+			p.moves.Add(1)
 			retry, retries = pumpRetryMin, 0
 			continue // more may be there already
+		}
+		select {
+		case <-h.done:
+			// The attach stream ended: the container exited, or the
+			// holder gave up. Once the engine says it is not running,
+			// its log holds all it wrote: one more fetch, then done,
+			// whatever the attach stream counted.
+			if !running(ctx) {
+				last, err := crilog.Pump(ctx, w, src, tty, pos, crilog.Resume(pos, true, true, true), gate)
+				pos = last
+				if err == nil || ctx.Err() != nil {
+					return
+				}
+			}
+			if !wait(pumpIdle) {
+				return
+			}
+			continue
+		default:
 		}
 		if out, errs := gate.Behind(); out || errs {
 			if retries++; retries > pumpRetries {
@@ -339,21 +386,6 @@ func (l *logPumps) run(ctx context.Context, id string, w *crilog.Writer, tty boo
 			}
 			retry = min(retry*2, pumpRetryMax)
 			continue
-		}
-		select {
-		case <-h.done:
-			// The attach stream ended: the container exited, or the
-			// holder gave up. One more fetch after the exit, then done.
-			if !running(ctx) {
-				if _, err := crilog.Pump(ctx, w, src, tty, pos, crilog.Resume(pos, true, true, true), gate); err == nil || ctx.Err() != nil {
-					return
-				}
-			}
-			if !wait(pumpIdle) {
-				return
-			}
-			continue
-		default:
 		}
 		var idle <-chan time.Time
 		if !gate.Live() {
@@ -376,10 +408,21 @@ func (l *logPumps) run(ctx context.Context, id string, w *crilog.Writer, tty boo
 // server was down) gets its pump here.
 func (s *Server) beforeExit(r containerRec) {
 	if r.LogPath != "" && r.StartedAt != 0 && !s.pumps.known(r.ID) {
-		s.pumps.ensure(context.Background(), r.ID, r.LogPath, r.Tty, s.runningFn(r.ID))
+		s.pumps.ensure(context.Background(), r.ID, r.LogPath, r.Tty, 0, s.runningFn(r.ID))
 	}
-	s.pumps.drain(r.ID, 2*time.Second)
+	s.pumps.drain(r.ID, drainStall)
 }
+
+// A pump drains an exited container's log before its exit is reported
+// (beforeExit) for as long as it moves, and until it has not moved for
+// drainStall, up to drainMax in all. containerd too reports an exit only
+// once the container's output is in its log (the task's IO drained); a
+// pump far behind a container that wrote fast up to its exit can take
+// several fetches to get there.
+const (
+	drainStall = 2 * time.Second
+	drainMax   = time.Minute
+)
 
 // known reports whether a pump was started for the container.
 func (l *logPumps) known(id string) bool {
@@ -389,19 +432,34 @@ func (l *logPumps) known(id string) bool {
 	return ok
 }
 
-// drain waits (bounded) for a container's pump to finish, so an exit is
-// reported only once the container's last lines are in its log file.
-func (l *logPumps) drain(id string, timeout time.Duration) {
+// drain waits for a container's pump to finish, so an exit is reported
+// only once the container's last lines are in its log file. It gives up
+// once the pump has not moved for stall, or after drainMax.
+func (l *logPumps) drain(id string, stall time.Duration) {
 	l.mu.Lock()
 	p, ok := l.pumps[id]
 	l.mu.Unlock()
 	if !ok {
 		return
 	}
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
+	t := time.NewTimer(stall)
+	defer t.Stop()
+	limit := time.After(drainMax)
+	moves := p.moves.Load()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-limit:
+		case <-t.C:
+			if m := p.moves.Load(); m != moves {
+				moves = m
+				t.Reset(stall)
+				continue
+			}
+		}
 		klog.V(2).InfoS("Log pump still busy after the container exited", "container", id)
+		return
 	}
 }
 

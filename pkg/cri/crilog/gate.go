@@ -40,6 +40,7 @@ type Gate struct {
 	more                     chan struct{} // a token when attached bytes came (More)
 	live                     bool          // an attach stream is being read (Live)
 	heldAt                   time.Time     // when Wait last held the attach stream
+	open                     bool          // the container's process exited: no more holding (Open)
 }
 
 // NewGate returns a gate that lets the attach stream run at most window
@@ -202,7 +203,7 @@ func (g *Gate) Wait(ctx context.Context) error {
 	}()
 	for {
 		g.mu.Lock()
-		if g.ahead() < g.window {
+		if g.open || g.ahead() < g.window {
 			g.mu.Unlock()
 			return nil
 		}
@@ -280,6 +281,21 @@ func (g *Gate) Holding() bool {
 // holding is Holding; g.mu is held.
 func (g *Gate) holding() bool {
 	return g.ahead() >= g.window || time.Since(g.heldAt) < holdMemory
+}
+
+// Open lets all output through from now on, for good: the container's
+// process has exited. The engine then gives the process's output 2 s to
+// reach its log and its attach streams before it drops the rest (moby's
+// handleContainerExit), so a hold after the exit would lose the output it
+// holds instead of saving it; and nothing more will come, so the engine's
+// log cannot rotate away what the pump has still to read.
+func (g *Gate) Open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.open {
+		g.open = true
+		g.signal()
+	}
 }
 
 // Stalls is how many times the gate let output through because the pump

@@ -213,3 +213,30 @@ func TestGateExpected(t *testing.T) {
 		t.Errorf("holding: %d, want 0", n)
 	}
 }
+
+// TestGateOpen: once the container's process has exited, a held attach
+// stream goes on at once and is never held again, however far behind the
+// pump is.
+func TestGateOpen(t *testing.T) {
+	g := NewGate(10, time.Hour)
+	g.Attach(time.Time{})
+	ctx := context.Background()
+	g.Add(Stdout, out(10))
+	passed := make(chan error, 1)
+	go func() { passed <- g.Wait(ctx) }()
+	select {
+	case err := <-passed:
+		t.Fatalf("Wait returned %v with the pump a window behind", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	g.Open()
+	if err := <-passed; err != nil {
+		t.Fatal(err)
+	}
+	g.Add(Stdout, out(1000))
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := g.Wait(wctx); err != nil {
+		t.Fatalf("an open gate held: %v", err)
+	}
+}

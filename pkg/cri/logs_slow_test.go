@@ -1,0 +1,126 @@
+package cri_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/cri-compose/cri-compose/pkg/cri"
+	"github.com/cri-compose/cri-compose/pkg/dockerapi"
+	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
+)
+
+// slowLogs is the real engine whose log fetches each answer delay late, as
+// a loaded engine's do: the log pump falls far behind a container that
+// writes fast, and the gate holds the container.
+type slowLogs struct {
+	*dockerapi.Client
+	delay time.Duration
+}
+
+func (e slowLogs) wait(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(e.delay):
+		return nil
+	}
+}
+
+func (e slowLogs) ContainerLogs(ctx context.Context, id string, since time.Time, follow bool) (io.ReadCloser, error) {
+	if err := e.wait(ctx); err != nil {
+		return nil, err
+	}
+	return e.Client.ContainerLogs(ctx, id, since, follow)
+}
+
+func (e slowLogs) ContainerLogTail(ctx context.Context, id string, since time.Time, tail int) (io.ReadCloser, error) {
+	if err := e.wait(ctx); err != nil {
+		return nil, err
+	}
+	return e.Client.ContainerLogTail(ctx, id, since, tail)
+}
+
+// TestLogCompleteBehindSlowPump: a container writes 10 MB as fast as it can
+// and exits while its log pump, whose every fetch takes a second, is far
+// behind and the gate holds the container. The engine gives a process's
+// output only 2 s to drain once the process exits, so the gate must let go
+// at the exit; and the exit is reported only once the pump has written the
+// last line, however many fetches that takes.
+func TestLogCompleteBehindSlowPump(t *testing.T) {
+	t.Parallel()
+	d := images.Engine(t)
+	images.NeedBusybox(t, d, testImage)
+	srv, stop := cri.NewFakeServer(cri.Config{Network: testNetwork, StateDir: t.TempDir()},
+		slowLogs{Client: d, delay: time.Second}, d.NewEvents())
+	t.Cleanup(stop)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-ran })
+	conn, _, _ := suite.Serve(t, srv.Register)
+	rt := runtime.NewRuntimeServiceClient(conn)
+	if err := suite.WaitReady(rt, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer rcancel()
+	name := fmt.Sprintf("slowpump-%d", time.Now().UnixNano())
+	pod := &runtime.PodSandboxConfig{
+		Metadata:     &runtime.PodSandboxMetadata{Name: name, Namespace: testNamespace, Uid: name},
+		LogDirectory: t.TempDir(),
+	}
+	run, err := rt.RunPodSandbox(rctx, &runtime.RunPodSandboxRequest{Config: pod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podID := run.GetPodSandboxId()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = rt.StopPodSandbox(ctx, &runtime.StopPodSandboxRequest{PodSandboxId: podID})
+		_, _ = rt.RemovePodSandbox(ctx, &runtime.RemovePodSandboxRequest{PodSandboxId: podID})
+	})
+	const lines = 100000 // of 108 bytes: 10.8 MB
+	script := fmt.Sprintf(`awk 'BEGIN { for (i = 1; i <= %d; i++) printf "%%07d %%0100d\n", i, 0; printf "END" }'`, lines)
+	cc, err := rt.CreateContainer(rctx, &runtime.CreateContainerRequest{
+		PodSandboxId: podID, Config: ctrConfig("flood", script), SandboxConfig: pod,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := cc.GetContainerId()
+	if _, err := rt.StartContainer(rctx, &runtime.StartContainerRequest{ContainerId: id}); err != nil {
+		t.Fatal(err)
+	}
+	suite.Eventually(t, "the container to exit", 3*time.Minute, func() (bool, string) {
+		st, err := rt.ContainerStatus(rctx, &runtime.ContainerStatusRequest{ContainerId: id})
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.GetStatus().GetState() == runtime.ContainerState_CONTAINER_EXITED, st.GetStatus().GetState().String()
+	})
+	// Exited is reported once the log is complete: read it at once.
+	recs := readLog(t, filepath.Join(pod.GetLogDirectory(), "flood.log"))
+	pad := strings.Repeat("0", 100)
+	for i, r := range recs {
+		want := fmt.Sprintf("%07d %s", i+1, pad)
+		if i == lines {
+			want = "END"
+		}
+		if i > lines || string(r.Content) != want || r.Stream != "stdout" || r.Partial != (i == lines) {
+			t.Fatalf("record %d of %d: %s %q (partial %v), want stdout %q", i+1, len(recs), r.Stream, r.Content, r.Partial, want)
+		}
+	}
+	if len(recs) != lines+1 {
+		t.Fatalf("%d records, want %d lines and END", len(recs), lines)
+	}
+}
