@@ -19,6 +19,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 var benchPods = flag.Int("bench.pods", 50, "pods per round of BenchmarkPodStartup")
@@ -170,14 +172,15 @@ func removeNamespacePods(b *testing.B, ns string) {
 		b.Errorf("delete pods of %s: %v", ns, err)
 		return
 	}
-	for ctx.Err() == nil {
+	if err := suite.Poll("the pods of "+ns+" removed", 5*time.Minute, func() (bool, string) {
 		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err == nil && len(pods.Items) == 0 {
-			return
+		if err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(200 * time.Millisecond)
+		return len(pods.Items) == 0, fmt.Sprint(len(pods.Items), " left")
+	}); err != nil {
+		b.Error(err)
 	}
-	b.Errorf("pods of %s not removed after 5 min", ns)
 }
 
 // printCRILatency prints vk-cri's mean CRI call latency by method so far

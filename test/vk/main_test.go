@@ -287,9 +287,11 @@ func setup() (cleanup func()) {
 		_, _ = criProc.Stop(syscall.SIGTERM)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
+		// Every pod this run's cri-compose made, whoever's namespace it
+		// is in: e2e.test ends without waiting for its namespaces to go.
 		left, _ := engine.ContainerList(ctx, "io.kubernetes.pod.namespace")
 		for _, c := range left {
-			if strings.HasPrefix(c.Labels["io.kubernetes.pod.namespace"], "vke2e-"+runID) {
+			if strings.HasPrefix(c.Labels["com.docker.compose.project.working_dir"], runDir+string(filepath.Separator)) {
 				_ = engine.ContainerRemove(ctx, c.ID)
 			}
 		}
@@ -387,23 +389,23 @@ func deleteAllPods() {
 			_ = client.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		}
 	}
-	for ctx.Err() == nil {
+	// Best effort, within the teardown's 90 s: a list that fails ends
+	// the wait, and what is left then stays for the engine's sweep.
+	deadline, _ := ctx.Deadline()
+	_ = suite.Poll("the node's pods gone from the API", time.Until(deadline), func() (bool, string) {
 		pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName})
-		if err != nil || len(pods.Items) == 0 {
-			break
+		if err != nil {
+			return true, err.Error()
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(pods.Items) == 0, fmt.Sprint(len(pods.Items), " left")
+	})
 	// A pod that was not running is gone from the API before vk-cri has
 	// removed it from the runtime.
-	for ctx.Err() == nil {
+	_ = suite.Poll("the node's pods gone from the runtime", time.Until(deadline), func() (bool, string) {
 		sbs, err := cri.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
 			LabelSelector: map[string]string{"vk-cri.cri-compose.io/node": nodeName}})
-		if err != nil || len(sbs) == 0 {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err != nil || len(sbs) == 0, fmt.Sprint(len(sbs), " left")
+	})
 }
 
 // startProcess runs a binary with its output in logPath; stop sends
