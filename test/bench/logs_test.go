@@ -22,14 +22,18 @@ import (
 
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 	"github.com/cri-compose/cri-compose/test/images"
+	"github.com/cri-compose/cri-compose/test/suite"
 )
 
 // BenchmarkLogs measures how fast a container's output lands in its CRI log
-// file through cri-compose, and what that costs in CPU, beside the engine's
-// own path: the same program in a plain container with the same engine log
-// (json-file, 4 MiB x 5, as cri-compose gives app containers), read by a
-// follower of the engine's log as `docker logs -f` reads it. Any log path
-// through the engine costs at least that.
+// file through cri-compose, and what that costs in CPU, beside two anchors:
+// the engine's own path, the same program in a plain container with the
+// same engine log (json-file, 4 MiB x 5, as cri-compose gives app
+// containers), read by a follower of the engine's log as `docker logs -f`
+// reads it (any log path through the engine costs at least that); and
+// containerd's CRI (a private containerd, Debian's 1.6, as kubelet would
+// use it), whose shim hands the output to containerd, which writes the CRI
+// log from the pipe itself (-bench.log-containerd=false leaves it out).
 //
 // The program (test/images/logspam) writes numbered lines on stdout and
 // stderr, each stamped with its write time, and "END" last. The shapes:
@@ -50,7 +54,11 @@ func BenchmarkLogs(b *testing.B) {
 	bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	ref := "localhost/cri-compose/bench-logspam:" + runID
-	if err := images.BusyboxWithProgram(bctx, e.d, ref, "github.com/cri-compose/cri-compose/test/images/logspam", "/bin/logspam"); err != nil {
+	var archive bytes.Buffer
+	if err := images.BusyboxWithProgramArchive(bctx, &archive, ref, "github.com/cri-compose/cri-compose/test/images/logspam", "/bin/logspam"); err != nil {
+		b.Fatal(err)
+	}
+	if err := e.d.ImageLoad(bctx, bytes.NewReader(archive.Bytes())); err != nil {
 		b.Fatal(err)
 	}
 	atExit(func() {
@@ -68,22 +76,33 @@ func BenchmarkLogs(b *testing.B) {
 		{"16 KiB lines", total, []string{"-sizes", "16384"}},
 		{"bursts (2000 lines, 20 ms apart)", total / 2, []string{"-sizes", "100", "-burst", "2000", "-pause", "20ms"}},
 	}
-	cri := &criLogPath{e: e, rt: p.RT, ns: e.namespace, logDir: b.TempDir(), image: ref, pid: p.Proc.Pid()}
+	cri := &criLogPath{label: pathCRI, rt: p.RT, ns: e.namespace, logDir: b.TempDir(), image: ref, pid: p.Proc.Pid()}
 	floor := &floorLogPath{e: e, image: ref}
+	all := []logPath{floor, cri}
+	if *flagLogContainerd {
+		ctrd := suite.StartContainerd(b, filepath.Join(runDir, "containerd"), runID, map[string]func(*os.File) error{
+			"logspam.tar": func(f *os.File) error { _, err := f.Write(archive.Bytes()); return err },
+		})
+		conn, err := suite.Dial("unix://" + ctrd.Sock)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close()
+		all = append(all, &criLogPath{label: pathContainerd, rt: runtime.NewRuntimeServiceClient(conn), ns: e.namespace, logDir: b.TempDir(), image: ref})
+	}
 	sec := &section{
-		title:  fmt.Sprintf("Logs: output landing in the CRI log (cri-compose) or read by a follower of the engine's log (engine-floor); %d MiB per full-speed shape", *flagLogMiB),
+		title:  fmt.Sprintf("Logs: output landing in the CRI log (cri-compose, containerd) or read by a follower of the engine's log (engine-floor); %d MiB per full-speed shape", *flagLogMiB),
 		header: []string{"shape", "path", "MB/s", "latency p50", "latency p99", "dockerd s/GB", "containerd+shims s/GB", "cri-compose s/GB", "all s/GB"},
 	}
 	for i, sh := range shapes {
 		args := append([]string{"-bytes", strconv.FormatInt(sh.bytes, 10), "-stamp", "-end", "END"}, sh.args...)
-		paths := []logPath{floor, cri}
-		if i%2 == 1 {
-			paths = []logPath{cri, floor}
-		}
+		// Each shape starts from another path: none always runs first
+		// (a cold page cache) or last (a full engine log).
+		paths := append(slices.Clone(all[i%len(all):]), all[:i%len(all)]...)
 		res := map[string]logResult{}
 		for _, lp := range paths {
 			r, err := lp.run(ctx, fmt.Sprintf("l%d", i), args, nil)
-			if err == nil && r.short && lp.name() == pathCRI {
+			if err == nil && r.short && lp.name() != pathFloor {
 				err = errors.New("the CRI log never got END")
 			}
 			if err != nil {
@@ -106,13 +125,17 @@ func BenchmarkLogs(b *testing.B) {
 		c, f := res[pathCRI], res[pathFloor]
 		addRatio("logs, %s: cri-compose lands %.2fx the MB/s of the engine's own path, at %.2fx its CPU per GB (latency p99 %s vs %s)",
 			sh.name, f.elapsed.Seconds()/c.elapsed.Seconds(), c.total().Seconds()/f.total().Seconds(), fms(pct(c.latencies, 99)), fms(pct(f.latencies, 99)))
+		if k, ok := res[pathContainerd]; ok {
+			addRatio("logs, %s: cri-compose lands %.2fx the MB/s of containerd's CRI, at %.2fx its CPU per GB (latency p99 %s vs %s)",
+				sh.name, k.elapsed.Seconds()/c.elapsed.Seconds(), c.total().Seconds()/k.total().Seconds(), fms(pct(c.latencies, 99)), fms(pct(k.latencies, 99)))
+		}
 	}
 
 	// At rest, talking: 100 lines a second after a full engine log.
 	steady := []string{"-bytes", strconv.Itoa(1 << 30), "-fill", strconv.Itoa(24 << 20), "-stamp", "-sizes", "100", "-burst", "10", "-pause", "100ms"}
 	window := *flagLogWindow
 	cpus := map[string]logResult{}
-	for _, lp := range []logPath{floor, cri} {
+	for _, lp := range all {
 		r, err := lp.run(ctx, "steady", steady, &window)
 		if err != nil {
 			b.Fatalf("steady, %s: %v", lp.name(), err)
@@ -125,8 +148,13 @@ func BenchmarkLogs(b *testing.B) {
 	}
 	addRatio("logs, steady (100 lines/s after a full engine log): cri-compose's path costs %.2fx the CPU of the engine's own (%s vs %s of CPU in %v)",
 		cpus[pathCRI].total().Seconds()/cpus[pathFloor].total().Seconds(), cpus[pathCRI].total().Round(10*time.Millisecond), cpus[pathFloor].total().Round(10*time.Millisecond), window)
+	if k, ok := cpus[pathContainerd]; ok {
+		addRatio("logs, steady (100 lines/s after a full engine log): cri-compose's path costs %.2fx the CPU of containerd's CRI (%s vs %s of CPU in %v)",
+			cpus[pathCRI].total().Seconds()/k.total().Seconds(), cpus[pathCRI].total().Round(10*time.Millisecond), k.total().Round(10*time.Millisecond), window)
+	}
 	sec.notes = append(sec.notes, "latency: from the write (the stamp in the line) to the line's arrival in the file (read every 2 ms) or at the follower",
-		"s/GB: CPU seconds (user+system) per GB written; containerd+shims: containerd and every containerd-shim process",
+		"s/GB: CPU seconds (user+system) per GB written; containerd+shims: every containerd (the engine's, and on the containerd path the private one) and every containerd-shim process",
+		"containerd: Debian's containerd with its CRI plugin, run privately with its own root, socket and CNI bridge; its shim passes the container's output to containerd, which writes the CRI log",
 		"(no END): the engine's follow stream ended without the last output: Docker 20.10's follow of a json-file log can lose entries at a rotation; the time is until it ended")
 	addSection(sec)
 }
@@ -209,18 +237,18 @@ func lineLatency(content []byte, at time.Time) (time.Duration, bool) {
 	return at.Sub(time.Unix(0, ns)), true
 }
 
-// --- cri-compose: the CRI log file
+// --- cri-compose or containerd: the CRI log file
 
 type criLogPath struct {
-	e      *benchEnv
+	label  string // pathCRI or pathContainerd
 	rt     runtime.RuntimeServiceClient
 	ns     string
 	logDir string
 	image  string
-	pid    int // cri-compose's
+	pid    int // cri-compose's (0: another runtime)
 }
 
-func (p *criLogPath) name() string { return pathCRI }
+func (p *criLogPath) name() string { return p.label }
 
 func (p *criLogPath) run(ctx context.Context, tag string, args []string, window *time.Duration) (logResult, error) {
 	pc := podConfig(p.ns, tag, p.logDir)

@@ -65,6 +65,8 @@ var (
 		"logs: MiB each full-speed shape writes (BENCH_LOG_MIB)")
 	flagLogWindow = flag.Duration("bench.log-window", envDuration("BENCH_LOG_WINDOW", 20*time.Second),
 		"logs: how long the CPU of a steadily writing container is measured (BENCH_LOG_WINDOW)")
+	flagLogContainerd = flag.Bool("bench.log-containerd", envStr("BENCH_LOG_CONTAINERD", "true") == "true",
+		"logs: run each shape through a private containerd's CRI too, as the field's anchor (BENCH_LOG_CONTAINERD)")
 	flagReport = flag.String("bench.report", envStr("BENCH_REPORT", ""),
 		"also write the summary (markdown) to this file (BENCH_REPORT)")
 )

@@ -27,9 +27,11 @@ type path interface {
 }
 
 const (
-	pathCRI     = "cri-compose"
-	pathFloor   = "engine-floor"
-	pathCompose = "compose-cli"
+	pathCRI   = "cri-compose"
+	pathFloor = "engine-floor"
+	// pathContainerd: the same through containerd's CRI (BenchmarkLogs).
+	pathContainerd = "containerd"
+	pathCompose    = "compose-cli"
 )
 
 // --- cri-compose: RunPodSandbox + CreateContainer + StartContainer

@@ -124,6 +124,19 @@ func BusyboxFilesOf(path string) ([]imagebuild.File, error) {
 // calling module resolves) as a static binary and loads, tagged ref, the
 // Busybox image with that binary added at path.
 func BusyboxWithProgram(ctx context.Context, c *dockerapi.Client, ref, pkg, path string) error {
+	var buf bytes.Buffer
+	if err := BusyboxWithProgramArchive(ctx, &buf, ref, pkg, path); err != nil {
+		return err
+	}
+	if err := c.ImageLoad(ctx, &buf); err != nil {
+		return fmt.Errorf("images: loading %s: %w", ref, err)
+	}
+	return nil
+}
+
+// BusyboxWithProgramArchive writes that image as a `docker save` archive,
+// for a runtime other than the engine (containerd's `ctr images import`).
+func BusyboxWithProgramArchive(ctx context.Context, w io.Writer, ref, pkg, path string) error {
 	dir, err := os.MkdirTemp("", "images-program-")
 	if err != nil {
 		return err
@@ -144,12 +157,6 @@ func BusyboxWithProgram(ctx context.Context, c *dockerapi.Client, ref, pkg, path
 		return err
 	}
 	files = append(files, imagebuild.File{Path: path, Mode: 0o755, Data: data})
-	var buf bytes.Buffer
-	if _, err := imagebuild.Archive(&buf, []string{ref}, files, BusyboxConfig()); err != nil {
-		return err
-	}
-	if err := c.ImageLoad(ctx, &buf); err != nil {
-		return fmt.Errorf("images: loading %s: %w", ref, err)
-	}
-	return nil
+	_, err = imagebuild.Archive(w, []string{ref}, files, BusyboxConfig())
+	return err
 }
