@@ -33,6 +33,7 @@ type Gate struct {
 	pumped   [2]int64 // and pumped since then, counted from after
 	// The same in messages of the engine's log (messages), for Expected.
 	attachedMsgs, pumpedMsgs [2]int64
+	lineLen                  [2]int64      // bytes of the line each stream has not finished (messages)
 	from                     time.Time     // records stamped before this were output before the attach
 	wake                     chan struct{} // closed when pumped moves, if anyone waits
 	waiting                  int
@@ -60,7 +61,7 @@ func (g *Gate) Attach(from time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.attached, g.pumped, g.from, g.live = [2]int64{}, [2]int64{}, from, true
-	g.attachedMsgs, g.pumpedMsgs = [2]int64{}, [2]int64{}
+	g.attachedMsgs, g.pumpedMsgs, g.lineLen = [2]int64{}, [2]int64{}, [2]int64{}
 	g.signal()
 }
 
@@ -108,7 +109,7 @@ func (g *Gate) Missing() (stdout, stderr int64) {
 
 // tailSlack is what Expected adds for output the attach stream has not
 // counted yet.
-const tailSlack = 256
+const tailSlack = 32
 
 // Expected is a guess at how many messages of the engine's log the pump
 // has yet to write, for a tailed fetch (Tailed): the messages the attach
@@ -244,12 +245,24 @@ func (g *Gate) Wait(ctx context.Context) error {
 // of its log: 16 KiB (moby's logger copier).
 const engineSplit = 16 * 1024
 
-// messages is about how many messages of the engine's log output p makes:
-// a message per line it ends, and one per 16 KiB piece of a long line
-// (counted once per engineSplit bytes of p, which for short lines costs one
-// message too many per 16 KiB).
-func messages(p []byte) int {
-	return bytes.Count(p, []byte{'\n'}) + len(p)/engineSplit
+// messages counts the messages of the engine's log that output p makes,
+// given that the line it continues has lineLen bytes already, and returns
+// the length of the line it leaves unfinished. The engine's copier logs a
+// line when it reads its '\n', and a piece of one whenever 16 KiB of it
+// are buffered without one (the rest, an empty one included, follows in
+// the next message): a line of n bytes is n/16Ki + 1 messages.
+func messages(p []byte, lineLen int64) (n int, rest int64) {
+	for len(p) > 0 {
+		seg, after, nl := bytes.Cut(p, []byte{'\n'})
+		end := lineLen + int64(len(seg))
+		n += int(end/engineSplit - lineLen/engineSplit)
+		if !nl {
+			return n, end
+		}
+		n++
+		lineLen, p = 0, after
+	}
+	return n, lineLen
 }
 
 // Add counts output p of stream read from the attach stream: its Cost,
@@ -259,8 +272,11 @@ func (g *Gate) Add(s Stream, p []byte) {
 		return
 	}
 	g.mu.Lock()
-	g.attached[index(s)] += int64(Cost(p))
-	g.attachedMsgs[index(s)] += int64(messages(p))
+	i := index(s)
+	g.attached[i] += int64(Cost(p))
+	n, rest := messages(p, g.lineLen[i])
+	g.attachedMsgs[i] += int64(n)
+	g.lineLen[i] = rest
 	g.mu.Unlock()
 	g.poke()
 }

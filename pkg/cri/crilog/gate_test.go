@@ -240,3 +240,33 @@ func TestGateOpen(t *testing.T) {
 		t.Fatalf("an open gate held: %v", err)
 	}
 }
+
+// TestMessagesExact: the count of the engine's messages does not depend
+// on how the attach stream cut the output: 100-byte lines read in 16 KiB
+// chunks are one message each (the count drifted by one per chunk), and a
+// line is a message per 16 KiB it fills and one for its end.
+func TestMessagesExact(t *testing.T) {
+	line := append(bytes.Repeat([]byte("x"), 99), '\n')
+	var all []byte
+	for range 1000 {
+		all = append(all, line...)
+	}
+	long := append(bytes.Repeat([]byte("y"), 2*engineSplit+5), '\n') // 3 messages
+	exact := append(bytes.Repeat([]byte("z"), engineSplit), '\n')    // 2: the end is its own
+	all = append(append(all, long...), exact...)
+	want := 1000 + 3 + 2
+	for _, chunk := range []int{1, 7, 100, 4096, engineSplit, len(all)} {
+		n, rest := 0, int64(0)
+		for p := all; len(p) > 0; {
+			c := min(chunk, len(p))
+			k, r := messages(p[:c], rest)
+			n, rest, p = n+k, r, p[c:]
+		}
+		if n != want || rest != 0 {
+			t.Errorf("in chunks of %d: %d messages, %d bytes of line left; want %d, 0", chunk, n, rest, want)
+		}
+	}
+	if n, rest := messages([]byte("abc"), engineSplit-1); n != 1 || rest != engineSplit+2 {
+		t.Errorf("a line crossing 16 KiB unfinished: %d messages, %d left; want 1, %d", n, rest, engineSplit+2)
+	}
+}

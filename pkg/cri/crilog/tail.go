@@ -61,10 +61,14 @@ const (
 // fetches are counted in c, if not nil (full's are full's to count:
 // CountByTime).
 //
-// The Source is for one pump: it starts from what its last answer held,
-// as the fetches of a pump reach back about as far each time.
+// The Source is for one pump: it asks at least for a quarter more than
+// its last answer held past since, as a pump's fetches bring about as much
+// each time. (Not all the answer held: that includes tailLate's margin,
+// which for a steady writer is most of it, and each message asked for
+// costs the engine a decode: 4 ms of dockerd's CPU for 260 of them on
+// Docker 20.10, 1 ms for 10.)
 func Tailed(tail TailFetch, full Source, want func() int, at func() Position, c *Counters) Source {
-	held := 0          // messages in the last answer taken
+	held := 0          // messages past since in the last answer taken
 	var rest time.Time // no tailed fetch before this, after one too long
 	return func(ctx context.Context, since time.Time) (io.ReadCloser, error) {
 		n := want()
@@ -95,7 +99,7 @@ func Tailed(tail TailFetch, full Source, want func() int, at func() Position, c 
 				break
 			}
 			if a.anchored {
-				held = a.messages
+				held = a.after
 				return io.NopCloser(bytes.NewReader(a.kept)), nil
 			}
 			if a.messages < n {
@@ -128,6 +132,7 @@ const tailLate = resumeFloor
 type answer struct {
 	kept     []byte // its frames stamped since or later
 	messages int    // frames in all; -1 if it was longer than the limit
+	after    int    // frames stamped since or later
 	anchored bool   // it reaches back past the marks (Tailed)
 }
 
@@ -175,6 +180,7 @@ func readAnswer(r io.Reader, limit int64, since, from time.Time, pos Position) (
 		// Kept, and so is what Pump would refuse (a frame without a
 		// stamp, an engine error): it tells the pump, not this.
 		keep += copy(b[keep:], f)
+		a.after++
 	}
 	a.kept, a.anchored = b[:keep], seen[0] && seen[1]
 	return a, nil
