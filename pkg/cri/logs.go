@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"io"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -41,7 +40,6 @@ type pump struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	w      *crilog.Writer
-	moves  atomic.Uint64 // fetches that wrote something (drain)
 }
 
 // holder reads a container's attach stream through its gate.
@@ -126,7 +124,7 @@ func (l *logPumps) openAtExit(h *holder, id string, pid int) {
 	}
 	h.watched = true
 	if err := watchExit(h.ctx, pid, id, h.gate.Open); err != nil {
-		klog.V(2).InfoS("Cannot watch the container's process; its output is held to the log pump's pace until the engine tells of its exit", "container", id, "pid", pid, "err", err)
+		klog.InfoS("Cannot watch the container's process; its output is held to the log pump's pace until the engine tells of its exit", "container", id, "pid", pid, "err", err)
 	}
 }
 
@@ -345,7 +343,6 @@ func (l *logPumps) run(ctx context.Context, id string, p *pump, tty bool, pos cr
 		}
 		backoff = 100 * time.Millisecond
 		if pos != before {
-			p.moves.Add(1)
 			retry, retries = pumpRetryMin, 0
 			continue // more may be there already
 		}
@@ -420,7 +417,7 @@ func (s *Server) beforeExit(r containerRec) {
 // pump far behind a container that wrote fast up to its exit can take
 // several fetches to get there.
 const (
-	drainStall = 2 * time.Second
+	drainStall = 5 * time.Second
 	drainMax   = time.Minute
 )
 
@@ -445,20 +442,20 @@ func (l *logPumps) drain(id string, stall time.Duration) {
 	t := time.NewTimer(stall)
 	defer t.Stop()
 	limit := time.After(drainMax)
-	moves := p.moves.Load()
+	moves := p.w.Written()
 	for {
 		select {
 		case <-p.done:
 			return
 		case <-limit:
 		case <-t.C:
-			if m := p.moves.Load(); m != moves {
+			if m := p.w.Written(); m != moves {
 				moves = m
 				t.Reset(stall)
 				continue
 			}
 		}
-		klog.V(2).InfoS("Log pump still busy after the container exited", "container", id)
+		klog.InfoS("Log pump still busy after the container exited; reporting the exit before its last lines are in the log", "container", id)
 		return
 	}
 }
