@@ -3,8 +3,11 @@ package cri
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -37,9 +40,10 @@ type logPumps struct {
 }
 
 type pump struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	w      *crilog.Writer
+	cancel  context.CancelFunc
+	done    chan struct{}
+	w       *crilog.Writer
+	fetches atomic.Uint64 // fetches begun (drain)
 }
 
 // holder reads a container's attach stream through its gate.
@@ -123,7 +127,12 @@ func (l *logPumps) openAtExit(h *holder, id string, pid int) {
 		return
 	}
 	h.watched = true
-	if err := watchExit(h.ctx, pid, id, h.gate.Open); err != nil {
+	err := watchExit(h.ctx, pid, id, h.gate.Open)
+	switch {
+	case errors.Is(err, syscall.ESRCH):
+		// Gone already: a container that exited right after its start.
+		klog.V(2).InfoS("The container's process exited before it could be watched", "container", id, "pid", pid)
+	case err != nil:
 		klog.InfoS("Cannot watch the container's process; its output is held to the log pump's pace until the engine tells of its exit", "container", id, "pid", pid, "err", err)
 	}
 }
@@ -328,6 +337,7 @@ func (l *logPumps) run(ctx context.Context, id string, p *pump, tty bool, pos cr
 		}
 		before := pos
 		out, errs := gate.Behind()
+		p.fetches.Add(1)
 		last, err := crilog.Pump(ctx, w, src, tty, pos, crilog.Resume(pos, out, errs, gate.Holding()), gate)
 		pos = last
 		if ctx.Err() != nil || dockerapi.IsNotFound(err) {
@@ -353,6 +363,7 @@ func (l *logPumps) run(ctx context.Context, id string, p *pump, tty bool, pos cr
 			// its log holds all it wrote: one more fetch, then done,
 			// whatever the attach stream counted.
 			if !running(ctx) {
+				p.fetches.Add(1)
 				last, err := crilog.Pump(ctx, w, src, tty, pos, crilog.Resume(pos, true, true, true), gate)
 				pos = last
 				if err == nil || ctx.Err() != nil {
@@ -417,7 +428,7 @@ func (s *Server) beforeExit(r containerRec) {
 // pump far behind a container that wrote fast up to its exit can take
 // several fetches to get there.
 const (
-	drainStall = 5 * time.Second
+	drainStall = 10 * time.Second
 	drainMax   = time.Minute
 )
 
@@ -442,14 +453,18 @@ func (l *logPumps) drain(id string, stall time.Duration) {
 	t := time.NewTimer(stall)
 	defer t.Stop()
 	limit := time.After(drainMax)
-	moves := p.w.Written()
+	// Moving: writing, or asking the engine again. A fetch by time of a
+	// full engine log on a loaded engine can take seconds before its
+	// first line.
+	moved := func() uint64 { return p.w.Written() + p.fetches.Load() }
+	moves := moved()
 	for {
 		select {
 		case <-p.done:
 			return
 		case <-limit:
 		case <-t.C:
-			if m := p.w.Written(); m != moves {
+			if m := moved(); m != moves {
 				moves = m
 				t.Reset(stall)
 				continue
