@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,10 +39,9 @@ type logPumps struct {
 }
 
 type pump struct {
-	cancel  context.CancelFunc
-	done    chan struct{}
-	w       *crilog.Writer
-	fetches atomic.Uint64 // fetches begun (drain)
+	cancel context.CancelFunc
+	done   chan struct{}
+	w      *crilog.Writer
 }
 
 // holder reads a container's attach stream through its gate.
@@ -337,7 +335,6 @@ func (l *logPumps) run(ctx context.Context, id string, p *pump, tty bool, pos cr
 		}
 		before := pos
 		out, errs := gate.Behind()
-		p.fetches.Add(1)
 		last, err := crilog.Pump(ctx, w, src, tty, pos, crilog.Resume(pos, out, errs, gate.Holding()), gate)
 		pos = last
 		if ctx.Err() != nil || dockerapi.IsNotFound(err) {
@@ -363,7 +360,6 @@ func (l *logPumps) run(ctx context.Context, id string, p *pump, tty bool, pos cr
 			// its log holds all it wrote: one more fetch, then done,
 			// whatever the attach stream counted.
 			if !running(ctx) {
-				p.fetches.Add(1)
 				last, err := crilog.Pump(ctx, w, src, tty, pos, crilog.Resume(pos, true, true, true), gate)
 				pos = last
 				if err == nil || ctx.Err() != nil {
@@ -418,19 +414,13 @@ func (s *Server) beforeExit(r containerRec) {
 	if r.LogPath != "" && r.StartedAt != 0 && !s.pumps.known(r.ID) {
 		s.pumps.ensure(context.Background(), r.ID, r.LogPath, r.Tty, 0, s.runningFn(r.ID))
 	}
-	s.pumps.drain(r.ID, drainStall)
+	s.pumps.drain(r.ID, drainWait)
 }
 
-// A pump drains an exited container's log before its exit is reported
-// (beforeExit) for as long as it moves, and until it has not moved for
-// drainStall, up to drainMax in all. containerd too reports an exit only
-// once the container's output is in its log (the task's IO drained); a
-// pump far behind a container that wrote fast up to its exit can take
-// several fetches to get there.
-const (
-	drainStall = 10 * time.Second
-	drainMax   = time.Minute
-)
+// drainWait bounds how long an exit waits for its pump (beforeExit): the
+// wait holds up the engine's other events, and a resync's, so a pump far
+// behind finishes after the exit is reported.
+const drainWait = 2 * time.Second
 
 // known reports whether a pump was started for the container.
 func (l *logPumps) known(id string) bool {
@@ -440,38 +430,19 @@ func (l *logPumps) known(id string) bool {
 	return ok
 }
 
-// drain waits for a container's pump to finish, so an exit is reported
-// only once the container's last lines are in its log file. It gives up
-// once the pump has not moved for stall, or after drainMax.
-func (l *logPumps) drain(id string, stall time.Duration) {
+// drain waits (bounded) for a container's pump to finish, so an exit is
+// reported only once the container's last lines are in its log file.
+func (l *logPumps) drain(id string, timeout time.Duration) {
 	l.mu.Lock()
 	p, ok := l.pumps[id]
 	l.mu.Unlock()
 	if !ok {
 		return
 	}
-	t := time.NewTimer(stall)
-	defer t.Stop()
-	limit := time.After(drainMax)
-	// Moving: writing, or asking the engine again. A fetch by time of a
-	// full engine log on a loaded engine can take seconds before its
-	// first line.
-	moved := func() uint64 { return p.w.Written() + p.fetches.Load() }
-	moves := moved()
-	for {
-		select {
-		case <-p.done:
-			return
-		case <-limit:
-		case <-t.C:
-			if m := moved(); m != moves {
-				moves = m
-				t.Reset(stall)
-				continue
-			}
-		}
-		klog.InfoS("Log pump still busy after the container exited; reporting the exit before its last lines are in the log", "container", id)
-		return
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		klog.V(2).InfoS("Log pump still busy after the container exited", "container", id)
 	}
 }
 

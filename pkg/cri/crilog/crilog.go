@@ -19,7 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -70,7 +69,6 @@ type Writer struct {
 
 	counters *Counters // metrics.go; nil: not counted
 	full     *fullDisk // full.go; nil: the last write had room
-	written  atomic.Uint64
 }
 
 // OpenWriter opens (creating it and its directory if needed) the log file at
@@ -194,7 +192,6 @@ func (w *Writer) WriteRecord(ts time.Time, stream Stream, partial bool, content 
 		return nil
 	}
 	w.counters.count(stream, n, err) // metrics.go
-	w.written.Add(uint64(n))
 	if err != nil {
 		return fmt.Errorf("write log %s: %w", w.path, err)
 	}
@@ -210,10 +207,6 @@ func appendRecord(dst []byte, ts time.Time, stream Stream, tag byte, content []b
 	dst = append(dst, content...)
 	return append(dst, '\n')
 }
-
-// Written is how many bytes of records w has written: a pump's progress
-// while it writes a long answer.
-func (w *Writer) Written() uint64 { return w.written.Load() }
 
 // Reopen closes the file and opens the path again. kubelet rotates a log by
 // renaming it away and then asking the runtime to reopen it; records written
