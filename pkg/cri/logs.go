@@ -109,7 +109,7 @@ func (l *logPumps) startHolder(id string, tty bool, first *dockerapi.Stream) *ho
 	go func() {
 		defer l.wg.Done()
 		defer close(h.done)
-		defer cancel() // and the exit watch with it (watchExit)
+		defer cancel() // and the exit watch with it (openAtExit)
 		h.run(ctx, l.docker, id, tty, first)
 	}()
 	return h
@@ -273,7 +273,7 @@ func (l *logPumps) ensure(ctx context.Context, id, path string, tty bool, pid in
 		defer l.wg.Done()
 		defer close(p.done)
 		defer w.Close()
-		l.run(ctx, id, p, tty, pos, h, running)
+		l.run(ctx, id, w, tty, pos, h, running)
 	}()
 }
 
@@ -300,8 +300,8 @@ const (
 // whenever the attach stream shows new output, and again until everything
 // the attach stream saw is in. So the last output of a container that
 // exited at once is in too, whenever the engine writes it.
-func (l *logPumps) run(ctx context.Context, id string, p *pump, tty bool, pos crilog.Position, h *holder, running func(context.Context) bool) {
-	gate, w := h.gate, p.w
+func (l *logPumps) run(ctx context.Context, id string, w *crilog.Writer, tty bool, pos crilog.Position, h *holder, running func(context.Context) bool) {
+	gate := h.gate
 	src := crilog.CountByTime(func(ctx context.Context, since time.Time) (io.ReadCloser, error) {
 		return l.docker.ContainerLogs(ctx, id, since, false)
 	}, &l.counters)
