@@ -75,6 +75,33 @@ func TestConfigFileKeys(t *testing.T) {
 	}
 }
 
+// TestConfigFileNetworkOptions: the pod network's options from the file,
+// false and a number included, unless the command line says otherwise.
+func TestConfigFileNetworkOptions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte("ipMasq: false\nnetworkMTU: 1450\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args   []string
+		ipMasq bool
+		mtu    int
+	}{
+		{nil, true, 0},
+		{[]string{"--config", path}, false, 1450},
+		{[]string{"--config", path, "--ip-masq=true", "--network-mtu", "1400"}, true, 1400},
+	} {
+		var o options
+		fs := newFlags("test", &o)
+		if err := parseOptions(fs, &o, tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if *o.IPMasq != tc.ipMasq || o.NetworkMTU != tc.mtu {
+			t.Errorf("%v: ip-masq %v, network-mtu %d; want %v, %d", tc.args, *o.IPMasq, o.NetworkMTU, tc.ipMasq, tc.mtu)
+		}
+	}
+}
+
 // TestExampleConfig checks that deploy/config/config.yaml, with its
 // commented-out settings uncommented, is a valid config file naming only
 // keys cri-compose accepts, and that it names all of them.

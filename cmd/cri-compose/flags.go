@@ -39,6 +39,9 @@ func newFlags(name string, o *options) *flag.FlagSet {
 	fs.StringVar(&o.StateDir, "state-dir", "/var/lib/cri-compose", "folder for compose files and other derived state; closed to other users (0700, or 0750 for --socket-group), and tightened at start if it is not")
 	fs.StringVar(&o.Network, "network", "cri-compose", "bridge network every pod joins (created if missing)")
 	fs.StringVar(&o.NetworkSubnet, "network-subnet", "", "subnets of the pod network when it is created, comma-separated, at most one IPv4 and one IPv6 (default: the engine picks); the node's pod CIDR, sent by kubelet, replaces them")
+	o.IPMasq = new(bool) // a pointer: the config file may say false
+	fs.BoolVar(o.IPMasq, "ip-masq", true, "let the engine masquerade what pods send off the host (the pod network's com.docker.network.bridge.enable_ip_masquerade); false where the cluster network masquerades only what leaves the cluster CIDR (flanneld --ip-masq), so that pods on other hosts see a pod's own address; a pod network made otherwise is made again once no pod is on it")
+	fs.IntVar(&o.NetworkMTU, "network-mtu", 0, "MTU of the pod network and the pods' interfaces (com.docker.network.driver.mtu), e.g. 1450 under a VXLAN overlay on a 1500-byte link, flanneld's FLANNEL_MTU (0: the engine's default); a pod network made otherwise is made again once no pod is on it")
 	fs.StringVar(&o.PodInfraImage, "pod-infra-image", "", "infra (pause) image (default: the built-in one, loaded into the engine)")
 	fs.StringVar(&o.ImagePullProgressTimeout, "image-pull-progress-timeout", "5m", "cancel an image pull from a mirror or registry that makes no progress for this long; a mirror's then passes to the next mirror or the registry (0: never)")
 	fs.Var(&o.mirrors, "registry-mirror", "registry mirror as host=endpoint[,endpoint…], e.g. registry.k8s.io=http://127.0.0.1:5000 (repeatable)")

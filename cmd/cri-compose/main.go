@@ -38,6 +38,8 @@ type fileConfig struct {
 	StateDir        string              `json:"stateDir" flag:"state-dir"`
 	Network         string              `json:"network" flag:"network"`
 	NetworkSubnet   string              `json:"networkSubnet" flag:"network-subnet"`
+	IPMasq          *bool               `json:"ipMasq" flag:"ip-masq"`
+	NetworkMTU      int                 `json:"networkMTU" flag:"network-mtu"`
 	PodInfraImage   string              `json:"podInfraImage" flag:"pod-infra-image"`
 	RegistryMirrors map[string][]string `json:"registryMirrors" flag:"registry-mirror"`
 	LogLevel        *int                `json:"logLevel" flag:"v"`
@@ -107,6 +109,11 @@ func run() error {
 			return fmt.Errorf("--network-subnet: %w", err)
 		}
 	}
+	// The IPv4 minimum; the engine refuses less than 1280 with IPv6.
+	if fc.NetworkMTU != 0 && (fc.NetworkMTU < 68 || fc.NetworkMTU > 65535) {
+		return fmt.Errorf("--network-mtu %d: 0 (the engine's default) or 68 to 65535", fc.NetworkMTU)
+	}
+	netOpts := dockerapi.BridgeOptions{NoIPMasquerade: !*fc.IPMasq, MTU: fc.NetworkMTU}
 
 	tel, err := startTelemetry(fc) // telemetry.go: --metrics-address, --otlp-endpoint
 	if err != nil {
@@ -123,7 +130,7 @@ func run() error {
 	}
 	defer d.Close()
 	srv := cri.NewServer(cri.Config{
-		StateDir: fc.StateDir, SocketGroup: fc.SocketGroup, Network: fc.Network, NetworkSubnets: subnets,
+		StateDir: fc.StateDir, SocketGroup: fc.SocketGroup, Network: fc.Network, NetworkSubnets: subnets, NetworkOptions: netOpts,
 		PodInfraImage: fc.PodInfraImage, Mirrors: m, ImagePullProgressTimeout: pullTimeout,
 		StreamAddress: fc.StreamAddress, StageMounts: stage,
 	}, d)
@@ -249,6 +256,12 @@ func mergeFile(fs *flag.FlagSet, path string, fc *fileConfig) error {
 	}
 	pickBool("docker-allow-plain-tcp", &fc.DockerAllowPlainTCP, file.DockerAllowPlainTCP)
 	pickBool("ssh-insecure-ignore-host-key", &fc.SSHInsecureIgnoreHostKey, file.SSHInsecureIgnoreHostKey)
+	if !set["ip-masq"] && file.IPMasq != nil {
+		*fc.IPMasq = *file.IPMasq
+	}
+	if !set["network-mtu"] && file.NetworkMTU != 0 {
+		fc.NetworkMTU = file.NetworkMTU
+	}
 	fc.RegistryMirrors = file.RegistryMirrors
 	if file.LogLevel != nil && !set["v"] {
 		_ = fs.Set("v", fmt.Sprint(*file.LogLevel))

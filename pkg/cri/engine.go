@@ -3,7 +3,6 @@ package cri
 import (
 	"context"
 	"io"
-	"net/netip"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
@@ -38,8 +37,8 @@ type Engine interface {
 	Ping(ctx context.Context) (string, error)
 
 	// The pod network.
-	EnsureNetwork(ctx context.Context, name string, subnets []netip.Prefix, labels map[string]string) (string, error)
-	NetworkSubnets(ctx context.Context, name string) ([]netip.Prefix, int, error)
+	EnsureNetwork(ctx context.Context, name string, spec dockerapi.NetworkSpec) (string, error)
+	NetworkInspect(ctx context.Context, name string) (dockerapi.NetworkSpec, int, error)
 	NetworkRemove(ctx context.Context, name string) error
 
 	// Containers' lives and streams.

@@ -25,8 +25,13 @@ func (s *Server) resync(ctx context.Context) {
 			return
 		}
 	}
+	// The pod network may have other options than ours (other flags
+	// before a restart): compared once it is there.
+	s.netRecheck.Store(true)
 	if err := s.prepare(ctx); err != nil {
 		klog.ErrorS(err, "Engine answers but cannot be prepared for pods")
+	} else {
+		s.checkPodNetwork(ctx, false)
 	}
 	readAll, err := s.store.Resync(ctx)
 	if err != nil {

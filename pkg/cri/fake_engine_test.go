@@ -98,8 +98,8 @@ func TestRunPodSandboxFake(t *testing.T) {
 	if c.Config.Image != fakeInfra {
 		t.Errorf("infra image %q, want %q", c.Config.Image, fakeInfra)
 	}
-	if _, labels, ok := e.Network("cc-fake"); !ok || labels["io.cri-compose.network"] != "pods" {
-		t.Errorf("pod network: made %v, labels %v", ok, labels)
+	if n, ok := e.Network("cc-fake"); !ok || n.Labels["io.cri-compose.network"] != "pods" {
+		t.Errorf("pod network: made %v, labels %v", ok, n.Labels)
 	}
 	if _, err := os.Stat(filepath.Join(cri.ProjectDir(s, project), "compose.yaml")); err != nil {
 		t.Errorf("compose file: %v", err)

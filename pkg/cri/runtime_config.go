@@ -68,32 +68,124 @@ func (s *Server) setPodSubnets(ctx context.Context, want []netip.Prefix) error {
 	return err
 }
 
+// checkPodNetwork makes the pod network again when it was made with
+// bridge options other than NetworkOptions (other flags before a restart,
+// or another cri-compose) and no container is attached to it. With
+// containers attached it keeps it, and the next sandbox checks again: the
+// first one after the last pod is gone makes it anew before joining it.
+// Without wait it gives up rather than wait for a sandbox being made (the
+// event loop calls it, and a handler must not wait on that loop).
+func (s *Server) checkPodNetwork(ctx context.Context, wait bool) {
+	if wait {
+		s.netMu.Lock()
+	} else if !s.netMu.TryLock() {
+		return // netRecheck stays set: the next sandbox checks
+	}
+	defer s.netMu.Unlock()
+	if err := s.prepMu.lock(ctx); err != nil {
+		return
+	}
+	err := s.remakePodNetwork(ctx, nil)
+	s.prepMu.unlock()
+	if errors.Is(err, errNetworkNotMade) {
+		s.unprepare()
+	}
+	if err != nil {
+		klog.ErrorS(err, "Cannot check the pod network's options", "network", s.cfg.Network)
+	}
+}
+
 var errNetworkNotMade = errors.New("pod network not made")
 
-// remakePodNetwork is setPodSubnets under both locks.
+// remakePodNetwork is setPodSubnets (want: the subnets) and
+// checkPodNetwork (want nil: the network's own subnets) under both locks.
+// The engine changes neither a network's subnets nor its options, so a
+// network that differs is removed and made again, which it can be only
+// while no container is attached. Then a change of subnets is refused
+// (FailedPrecondition); a change of options alone is not: pods run as
+// well on the network as it is, so it is kept, logged, and tried again at
+// the next sandbox.
 func (s *Server) remakePodNetwork(ctx context.Context, want []netip.Prefix) error {
-	have, attached, err := s.docker.NetworkSubnets(ctx, s.cfg.Network)
+	have, attached, err := s.docker.NetworkInspect(ctx, s.cfg.Network)
+	setSubnets := want != nil
+	if !setSubnets {
+		want = have.Subnets
+		if dockerapi.IsNotFound(err) {
+			want = s.podSubnets()
+		}
+	}
+	var changes []string
+	if err == nil {
+		changes = s.cfg.NetworkOptions.Diff(have.Bridge)
+	}
 	switch {
-	case dockerapi.IsNotFound(err): // made with them at the next prepare
+	case dockerapi.IsNotFound(err): // made below
 	case err != nil:
+		s.netRecheck.Store(true)
 		return fmt.Errorf("pod network %s: %w", s.cfg.Network, err)
-	case sameSubnets(have, want):
-		s.notePodSubnets(want)
+	case sameSubnets(have.Subnets, want) && len(changes) == 0:
+		if setSubnets {
+			s.notePodSubnets(want)
+		}
+		s.notePending("")
 		return nil
-	case attached > 0:
+	case attached > 0 && !sameSubnets(have.Subnets, want):
 		return fmt.Errorf("%w: pod network %s has subnets %s and %d containers attached: the pod CIDR %s applies once they are gone",
-			errPrecondition, s.cfg.Network, joinPrefixes(have), attached, joinPrefixes(want))
+			errPrecondition, s.cfg.Network, joinPrefixes(have.Subnets), attached, joinPrefixes(want))
+	case attached > 0:
+		if setSubnets {
+			s.notePodSubnets(want)
+		}
+		pending := strings.Join(changes, ", ")
+		var v klog.Level // said once, then again at every check with -v=2
+		if s.podNetworkPending() == pending {
+			v = 2
+		}
+		s.notePending(pending)
+		klog.V(v).InfoS("Pod network kept with other options than cri-compose's, as containers are attached: they apply once these are gone (the next pod sandbox then makes the network again)",
+			"network", s.cfg.Network, "differs", pending, "attached", attached)
+		return nil
 	default:
 		if err := s.docker.NetworkRemove(ctx, s.cfg.Network); err != nil && !dockerapi.IsNotFound(err) {
-			return fmt.Errorf("pod network %s on subnets %s: %w", s.cfg.Network, joinPrefixes(have), err)
+			s.netRecheck.Store(true)
+			return fmt.Errorf("pod network %s on subnets %s: %w", s.cfg.Network, joinPrefixes(have.Subnets), err)
 		}
 	}
 	s.notePodSubnets(want)
-	if _, err := s.docker.EnsureNetwork(ctx, s.cfg.Network, want, map[string]string{"io.cri-compose.network": "pods"}); err != nil {
+	if _, err := s.docker.EnsureNetwork(ctx, s.cfg.Network, s.podNetworkSpec(want)); err != nil {
+		s.netRecheck.Store(true)
 		return fmt.Errorf("%w: %s on subnets %s: %w", errNetworkNotMade, s.cfg.Network, joinPrefixes(want), err)
 	}
-	klog.InfoS("Pod network on the node's pod CIDR", "network", s.cfg.Network, "podCIDR", joinPrefixes(want), "was", joinPrefixes(have))
+	s.notePending("")
+	switch {
+	case setSubnets:
+		klog.InfoS("Pod network on the node's pod CIDR", "network", s.cfg.Network, "podCIDR", joinPrefixes(want), "was", joinPrefixes(have.Subnets),
+			"options", strings.Join(changes, ", "))
+	case len(changes) > 0:
+		klog.InfoS("Pod network made again with cri-compose's options", "network", s.cfg.Network, "was", strings.Join(changes, ", "))
+	}
 	return nil
+}
+
+// podNetworkSpec is the pod network as it is made, on subnets.
+func (s *Server) podNetworkSpec(subnets []netip.Prefix) dockerapi.NetworkSpec {
+	return dockerapi.NetworkSpec{Subnets: subnets, Bridge: s.cfg.NetworkOptions,
+		Labels: map[string]string{"io.cri-compose.network": "pods"}}
+}
+
+// notePending records how the pod network differs from NetworkOptions
+// ("": not at all), for Status, and whether the next sandbox checks again.
+func (s *Server) notePending(changes string) {
+	s.hostMu.Lock()
+	s.netPending = changes
+	s.hostMu.Unlock()
+	s.netRecheck.Store(changes != "")
+}
+
+func (s *Server) podNetworkPending() string {
+	s.hostMu.RLock()
+	defer s.hostMu.RUnlock()
+	return s.netPending
 }
 
 // podSubnets are what the pod network is made with.

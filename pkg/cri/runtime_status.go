@@ -60,6 +60,11 @@ func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime
 			// cgroup parent of its own (a node agent admits such pods by it).
 			"podLevelResources":       h.PodCgroupRoot != "",
 			"podLevelResourcesWhyNot": h.PodCgroupsWhyNot,
+			// The pod network's bridge options, and how the network
+			// differs from them while pods keep it ("": it does not).
+			"ipMasq":         !s.cfg.NetworkOptions.NoIPMasquerade,
+			"networkMTU":     s.cfg.NetworkOptions.MTU,
+			"networkPending": s.podNetworkPending(),
 		}
 		// The engine host's size, for a node agent (vk-cri) to report as
 		// capacity: CRI has no call for it. Named as `docker info` names them.

@@ -31,6 +31,9 @@ func (s *Server) runPodSandbox(ctx context.Context, r *runtime.RunPodSandboxRequ
 	if h := r.GetRuntimeHandler(); h != "" && h != "runc" {
 		return "", fmt.Errorf("%w: runtime handler %q is not supported (only the engine's default runtime)", sandbox.ErrInvalid, h)
 	}
+	if s.netRecheck.Load() {
+		s.checkPodNetwork(ctx, true) // before the sandbox holds on to it
+	}
 	s.netMu.RLock() // the pod network stays as it is until the sandbox is on it
 	defer s.netMu.RUnlock()
 	if err := s.ready(ctx); err != nil {

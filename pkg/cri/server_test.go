@@ -382,7 +382,7 @@ func TestEnsureNetworkConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ids[i], errs[i] = d.EnsureNetwork(ctx, name, nil, map[string]string{"io.cri-compose.network": "test"})
+			ids[i], errs[i] = d.EnsureNetwork(ctx, name, dockerapi.NetworkSpec{Labels: map[string]string{"io.cri-compose.network": "test"}})
 		}()
 	}
 	wg.Wait()

@@ -40,6 +40,10 @@ type Config struct {
 	// most one per address family (ParseSubnets); the node's pod CIDR
 	// (UpdateRuntimeConfig) replaces them.
 	NetworkSubnets []netip.Prefix
+	// NetworkOptions are the pod network's bridge options (--ip-masq,
+	// --network-mtu). A network made with others is made again once no
+	// container is attached to it (runtime_config.go).
+	NetworkOptions dockerapi.BridgeOptions
 	// PodInfraImage overrides the built-in pause image.
 	PodInfraImage string
 	Mirrors       images.Mirrors
@@ -79,11 +83,17 @@ type Server struct {
 	hostMu  sync.RWMutex
 	host    sandbox.Host   // facts about the engine's host, filled by prepare
 	subnets []netip.Prefix // the pod network's, when made (hostMu)
+	// netPending says how the pod network differs from NetworkOptions
+	// while containers keep it from being made again (hostMu).
+	netPending string
 
-	// netMu orders a change of the pod network's subnets
-	// (UpdateRuntimeConfig, which holds it) after sandboxes being attached
-	// to it (RunPodSandbox, which shares it).
+	// netMu orders a change of the pod network (UpdateRuntimeConfig and
+	// checkPodNetwork, which hold it) after sandboxes being attached to
+	// it (RunPodSandbox, which shares it).
 	netMu sync.RWMutex
+	// netRecheck: the pod network's options are to be compared with
+	// NetworkOptions again, by the next sandbox (checkPodNetwork).
+	netRecheck atomic.Bool
 
 	// prepMu, not a sync.Mutex: a caller waiting for another's prepare
 	// of a slow engine gives up at its deadline.
@@ -210,7 +220,7 @@ func (s *Server) prepare(ctx context.Context) error {
 		return err
 	}
 	h := hostFacts(info, s.docker.IsLocal())
-	if _, err := s.docker.EnsureNetwork(ctx, s.cfg.Network, s.podSubnets(), map[string]string{"io.cri-compose.network": "pods"}); err != nil {
+	if _, err := s.docker.EnsureNetwork(ctx, s.cfg.Network, s.podNetworkSpec(s.podSubnets())); err != nil {
 		return fmt.Errorf("pod network %s: %w", s.cfg.Network, err)
 	}
 	infra := s.cfg.PodInfraImage

@@ -104,7 +104,7 @@ func newEnv() (*benchEnv, string, error) {
 		err = pause.Ensure(ctx, d)
 	}
 	if err == nil {
-		_, err = d.EnsureNetwork(ctx, e.network, nil, map[string]string{"io.cri-compose.bench": runID})
+		_, err = d.EnsureNetwork(ctx, e.network, dockerapi.NetworkSpec{Labels: map[string]string{"io.cri-compose.bench": runID}})
 	}
 	if err != nil {
 		wg.Wait()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/netip"
 	"os"
 	"slices"
 	"sync"
@@ -25,11 +24,6 @@ import (
 // supports (Docker 20.10), so version-gated features stay off.
 const APIVersion = dockerapi.MinAPIVersion
 
-type fakeNetwork struct {
-	subnets []netip.Prefix
-	labels  map[string]string
-}
-
 // AddImage makes the engine hold an image under ref, with that id.
 func (e *Engine) AddImage(ref, id string) {
 	e.mu.Lock()
@@ -45,12 +39,17 @@ func (e *Engine) Containers() map[string]container.InspectResponse {
 	return maps.Clone(e.containers)
 }
 
-// Network is a network's subnets and labels, and whether it exists.
-func (e *Engine) Network(name string) (subnets []netip.Prefix, labels map[string]string, ok bool) {
+// Network is what a network was made with, and whether it exists.
+func (e *Engine) Network(name string) (dockerapi.NetworkSpec, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	n, ok := e.networks[name]
-	return n.subnets, n.labels, ok
+	return cloneSpec(n), ok
+}
+
+func cloneSpec(n dockerapi.NetworkSpec) dockerapi.NetworkSpec {
+	n.Subnets, n.Labels = slices.Clone(n.Subnets), maps.Clone(n.Labels)
+	return n
 }
 
 // Host is where the engine answers, for logs.
@@ -92,29 +91,29 @@ func (e *Engine) Info(context.Context) (system.Info, error) {
 }
 
 // EnsureNetwork makes the network unless it exists, and returns its id.
-func (e *Engine) EnsureNetwork(_ context.Context, name string, subnets []netip.Prefix, labels map[string]string) (string, error) {
+func (e *Engine) EnsureNetwork(_ context.Context, name string, spec dockerapi.NetworkSpec) (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.call(OpNetwork, name); err != nil {
 		return "", err
 	}
 	if _, ok := e.networks[name]; !ok {
-		e.networks[name] = fakeNetwork{subnets: slices.Clone(subnets), labels: maps.Clone(labels)}
+		e.networks[name] = cloneSpec(spec)
 	}
 	return "net-" + name, nil
 }
 
-// NetworkSubnets returns the network's subnets and how many containers
-// are attached to it (by their NetworkMode).
-func (e *Engine) NetworkSubnets(_ context.Context, name string) ([]netip.Prefix, int, error) {
+// NetworkInspect returns what the network was made with and how many
+// containers are attached to it (by their NetworkMode, in any state).
+func (e *Engine) NetworkInspect(_ context.Context, name string) (dockerapi.NetworkSpec, int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err := e.call("inspect network", name); err != nil {
-		return nil, 0, err
+		return dockerapi.NetworkSpec{}, 0, err
 	}
 	n, ok := e.networks[name]
 	if !ok {
-		return nil, 0, &dockerapi.Error{Kind: dockerapi.KindNotFound, Op: "inspect network", Ref: name, Err: fmt.Errorf("network %s not found", name)}
+		return dockerapi.NetworkSpec{}, 0, &dockerapi.Error{Kind: dockerapi.KindNotFound, Op: "inspect network", Ref: name, Err: fmt.Errorf("network %s not found", name)}
 	}
 	attached := 0
 	for _, c := range e.containers {
@@ -122,7 +121,7 @@ func (e *Engine) NetworkSubnets(_ context.Context, name string) ([]netip.Prefix,
 			attached++
 		}
 	}
-	return slices.Clone(n.subnets), attached, nil
+	return cloneSpec(n), attached, nil
 }
 
 // NetworkRemove removes a network; missing is NotFound.

@@ -46,7 +46,7 @@ type Engine struct {
 	calls      []Call
 
 	images   map[string]image.InspectResponse // by reference and by id
-	networks map[string]fakeNetwork
+	networks map[string]dockerapi.NetworkSpec
 	pids     int
 }
 
@@ -58,7 +58,7 @@ type Call struct {
 // New returns an engine that holds no container.
 func New() *Engine {
 	return &Engine{containers: map[string]container.InspectResponse{}, fail: map[string]map[string]error{},
-		images: map[string]image.InspectResponse{}, networks: map[string]fakeNetwork{}, pids: 1000}
+		images: map[string]image.InspectResponse{}, networks: map[string]dockerapi.NetworkSpec{}, pids: 1000}
 }
 
 // Create adds a container in state "created", as ContainerCreate would,
