@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -49,10 +50,19 @@ func runDoctor(args []string) int {
 		fmt.Fprintln(os.Stderr, "cri-compose doctor:", err)
 		return 1
 	}
+	var subnets []netip.Prefix
+	if o.NetworkSubnet != "" {
+		var err error
+		if subnets, err = cri.ParseSubnets(o.NetworkSubnet); err != nil {
+			fmt.Fprintln(os.Stderr, "cri-compose doctor: --network-subnet:", err)
+			return 1
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	r := doctor.Evaluate(doctor.Gather(ctx, doctor.Config{
 		DockerHost: o.DockerHost, Endpoint: o.endpoint(), StateDir: o.StateDir, Listen: o.Listen,
+		Network: o.Network, NetworkSubnets: subnets,
 	}))
 	if err := r.WriteTable(os.Stdout); err != nil {
 		return 1

@@ -27,6 +27,13 @@ const (
 	CheckSocket       = "cri socket"
 	CheckEngineSocket = "engine socket"
 	CheckClock        = "clock skew"
+
+	// Cluster networking (kube-proxy's Services, an overlay such as
+	// flannel): warnings only, as pods run without it.
+	CheckBridgeNF      = "bridge-nf-call-iptables"
+	CheckBridgeNF6     = "bridge-nf-call-ip6tables"
+	CheckIPForward     = "ip forwarding"
+	CheckRouteLocalnet = "route_localnet"
 )
 
 // MaxClockSkew is how far the engine's clock may be from this host's before
@@ -131,6 +138,7 @@ func Evaluate(f Facts) Report {
 	if !unknown(CheckClock, f.InfoErr) {
 		evalClock(f, add)
 	}
+	evalClusterNetworking(f, add)
 	return r
 }
 
@@ -265,4 +273,65 @@ func evalClock(f Facts, add addFunc) {
 		return
 	}
 	add(CheckClock, OK, "%s", msg)
+}
+
+// evalClusterNetworking judges the sysctls that kube-proxy and an overlay
+// need on the node. A node without them still runs pods, so they degrade
+// at worst; each detail says what breaks and how to fix it.
+func evalClusterNetworking(f Facts, add addFunc) {
+	if !f.EngineLocal {
+		why := fmt.Sprintf("not checked: the engine (%s) is not on this host", f.EngineHost)
+		add(CheckBridgeNF, Degraded, "%s; its host needs br_netfilter loaded and %s=1 for Services", why, SysctlBridgeNFIPTables)
+		add(CheckBridgeNF6, Degraded, "%s; its host needs %s=1 for Services over IPv6", why, SysctlBridgeNFIP6Tables)
+		add(CheckIPForward, Degraded, "%s; its host needs %s=1 to route pods' traffic", why, SysctlIPForward)
+		add(CheckRouteLocalnet, OK, "%s", why)
+		return
+	}
+	bridgeNF := func(name, sysctl, family string) {
+		const breaks = "Services: replies from a pod on the same bridge skip kube-proxy's NAT (the client drops them), and NetworkPolicy rules miss traffic between pods on it"
+		switch v, ok := f.Sysctls[sysctl]; {
+		case !f.BridgeNetfilter:
+			add(name, Degraded, "br_netfilter is not loaded (no /proc/sys/net/bridge): %s%s; fix: modprobe br_netfilter (and name it in /etc/modules-load.d/ to keep it), then sysctl -w %s=1",
+				breaks, family, sysctl)
+		case !ok:
+			add(name, Degraded, "cannot read %s: %s%s may break", sysctlPath(sysctl), breaks, family)
+		case v == "1":
+			add(name, OK, "%s=1: traffic between pods on the bridge goes through iptables%s (kube-proxy's Services)", sysctl, family)
+		default:
+			add(name, Degraded, "%s=%s: %s%s; fix: sysctl -w %s=1 (and in /etc/sysctl.d/ to keep it)", sysctl, v, breaks, family, sysctl)
+		}
+	}
+	bridgeNF(CheckBridgeNF, SysctlBridgeNFIPTables, "")
+	var v6 []string
+	for _, p := range f.PodSubnets {
+		if p.Addr().Is6() {
+			v6 = append(v6, p.String())
+		}
+	}
+	if len(v6) > 0 {
+		bridgeNF(CheckBridgeNF6, SysctlBridgeNFIP6Tables, " (IPv6: "+strings.Join(v6, ", ")+")")
+	} else {
+		add(CheckBridgeNF6, OK, "not needed: the pod network has no IPv6 subnet (a dual-stack pod CIDR gives it one)")
+	}
+
+	switch v, ok := f.Sysctls[SysctlIPForward]; {
+	case !ok:
+		add(CheckIPForward, Degraded, "cannot read %s: pods may not reach beyond this host", sysctlPath(SysctlIPForward))
+	case v == "1":
+		add(CheckIPForward, OK, "%s=1: this host routes pods' traffic, off the host and from other hosts' pods", SysctlIPForward)
+	default:
+		add(CheckIPForward, Degraded, "%s=%s: pods cannot reach beyond this host, nor pods on other hosts reach them through an overlay; fix: sysctl -w %s=1 (and in /etc/sysctl.d/ to keep it; dockerd sets it unless --ip-forward=false)",
+			SysctlIPForward, v, SysctlIPForward)
+	}
+
+	// kube-proxy's iptables mode sets it to serve NodePorts on 127.0.0.1
+	// (unless --iptables-localhost-nodeports=false): fine either way.
+	switch v, ok := f.Sysctls[SysctlRouteLocalnet]; {
+	case !ok:
+		add(CheckRouteLocalnet, OK, "cannot read %s (kube-proxy's iptables mode sets it for NodePorts on 127.0.0.1)", sysctlPath(SysctlRouteLocalnet))
+	case v == "1":
+		add(CheckRouteLocalnet, OK, "%s=1: NodePorts answer on 127.0.0.1 (kube-proxy's iptables mode sets it)", SysctlRouteLocalnet)
+	default:
+		add(CheckRouteLocalnet, OK, "%s=%s: NodePorts do not answer on 127.0.0.1 until kube-proxy's iptables mode sets it (fine either way)", SysctlRouteLocalnet, v)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,10 @@ func healthy() Facts {
 		Socket:       PathInfo{Path: "/run/cri-compose/cri-compose.sock", Exists: true, Mode: fs.ModeSocket | 0o660, Owner: "root:root", Writable: true},
 		SocketServed: true,
 		EngineSocket: PathInfo{Path: "/var/run/docker.sock", Exists: true, Mode: fs.ModeSocket | 0o660, Owner: "root:docker", Writable: true},
+		Sysctls: map[string]string{SysctlBridgeNFIPTables: "1", SysctlBridgeNFIP6Tables: "1", SysctlIPForward: "1",
+			SysctlRouteLocalnet: "0"},
+		BridgeNetfilter: true,
+		PodSubnets:      []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")},
 	}
 }
 
@@ -68,7 +73,7 @@ func TestHealthyHost(t *testing.T) {
 	}
 	want := []string{CheckEngine, CheckVersion, CheckStorage, CheckCgroups, CheckCapabilities, CheckOOMScoreAdj,
 		CheckPrivileged, CheckAppArmor, CheckSeccomp, CheckComposeV2, CheckComposeV1, CheckStateDir, CheckSocket,
-		CheckEngineSocket, CheckClock}
+		CheckEngineSocket, CheckClock, CheckBridgeNF, CheckBridgeNF6, CheckIPForward, CheckRouteLocalnet}
 	if len(r.Checks) != len(want) {
 		t.Fatalf("%d checks, want %d", len(r.Checks), len(want))
 	}
@@ -118,6 +123,10 @@ func TestRemoteEngine(t *testing.T) {
 	f.Host.Capabilities = nil
 	r := Evaluate(f)
 	check(t, r, CheckCapabilities, Degraded, "not checked", "tcp://10.0.0.1:2375")
+	// This host's sysctls are not the engine host's.
+	check(t, r, CheckBridgeNF, Degraded, "not checked", "tcp://10.0.0.1:2375")
+	check(t, r, CheckIPForward, Degraded, "not checked")
+	check(t, r, CheckRouteLocalnet, OK, "not checked")
 	if _, ok := r.Get(CheckEngineSocket); ok {
 		t.Error("engine socket checked for a tcp engine")
 	}
@@ -170,6 +179,69 @@ func TestPaths(t *testing.T) {
 			f := healthy()
 			tc.change(&f)
 			check(t, Evaluate(f), tc.check, tc.want, tc.detail)
+		})
+	}
+}
+
+// TestClusterNetworking: the sysctls kube-proxy and an overlay need
+// degrade the report when missing, never fail it, and each detail says
+// what breaks and how to fix it.
+func TestClusterNetworking(t *testing.T) {
+	dualStack := []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24"), netip.MustParsePrefix("fd00:10:244:1::/64")}
+	for _, tc := range []struct {
+		name   string
+		change func(*Facts)
+		check  string
+		want   Status
+		detail []string
+	}{
+		{"bridge-nf on", func(*Facts) {}, CheckBridgeNF, OK, []string{SysctlBridgeNFIPTables + "=1"}},
+		{"br_netfilter not loaded", func(f *Facts) {
+			f.BridgeNetfilter = false
+			delete(f.Sysctls, SysctlBridgeNFIPTables)
+			delete(f.Sysctls, SysctlBridgeNFIP6Tables)
+		}, CheckBridgeNF, Degraded, []string{"not loaded", "/proc/sys/net/bridge", "skip kube-proxy's NAT", "modprobe br_netfilter",
+			"sysctl -w net.bridge.bridge-nf-call-iptables=1"}},
+		{"bridge-nf off", func(f *Facts) { f.Sysctls[SysctlBridgeNFIPTables] = "0" }, CheckBridgeNF, Degraded,
+			[]string{"=0", "Services: replies from a pod on the same bridge skip kube-proxy's NAT", "sysctl -w net.bridge.bridge-nf-call-iptables=1"}},
+		{"bridge-nf unreadable", func(f *Facts) { delete(f.Sysctls, SysctlBridgeNFIPTables) }, CheckBridgeNF, Degraded,
+			[]string{"cannot read /proc/sys/net/bridge/bridge-nf-call-iptables"}},
+		{"ip6tables off without IPv6", func(f *Facts) { f.Sysctls[SysctlBridgeNFIP6Tables] = "0" }, CheckBridgeNF6, OK,
+			[]string{"no IPv6 subnet"}},
+		{"br_netfilter not loaded, no IPv6", func(f *Facts) {
+			f.BridgeNetfilter = false
+			delete(f.Sysctls, SysctlBridgeNFIP6Tables)
+		}, CheckBridgeNF6, OK, []string{"not needed"}},
+		{"ip6tables on with IPv6", func(f *Facts) { f.PodSubnets = dualStack }, CheckBridgeNF6, OK,
+			[]string{SysctlBridgeNFIP6Tables + "=1", "fd00:10:244:1::/64"}},
+		{"ip6tables off with IPv6", func(f *Facts) {
+			f.PodSubnets = dualStack
+			f.Sysctls[SysctlBridgeNFIP6Tables] = "0"
+		}, CheckBridgeNF6, Degraded, []string{"=0", "skip kube-proxy's NAT", "IPv6: fd00:10:244:1::/64", "sysctl -w net.bridge.bridge-nf-call-ip6tables=1"}},
+		{"br_netfilter not loaded, IPv6", func(f *Facts) {
+			f.PodSubnets = dualStack
+			f.BridgeNetfilter = false
+			delete(f.Sysctls, SysctlBridgeNFIP6Tables)
+		}, CheckBridgeNF6, Degraded, []string{"modprobe br_netfilter", "sysctl -w net.bridge.bridge-nf-call-ip6tables=1"}},
+		{"ip forwarding on", func(*Facts) {}, CheckIPForward, OK, []string{"net.ipv4.ip_forward=1"}},
+		{"ip forwarding off", func(f *Facts) { f.Sysctls[SysctlIPForward] = "0" }, CheckIPForward, Degraded,
+			[]string{"cannot reach beyond this host", "sysctl -w net.ipv4.ip_forward=1"}},
+		{"ip forwarding unreadable", func(f *Facts) { delete(f.Sysctls, SysctlIPForward) }, CheckIPForward, Degraded,
+			[]string{"cannot read /proc/sys/net/ipv4/ip_forward"}},
+		{"route_localnet off", func(*Facts) {}, CheckRouteLocalnet, OK, []string{"=0", "NodePorts", "127.0.0.1"}},
+		{"route_localnet on", func(f *Facts) { f.Sysctls[SysctlRouteLocalnet] = "1" }, CheckRouteLocalnet, OK,
+			[]string{"=1", "kube-proxy"}},
+		{"route_localnet unreadable", func(f *Facts) { delete(f.Sysctls, SysctlRouteLocalnet) }, CheckRouteLocalnet, OK,
+			[]string{"cannot read /proc/sys/net/ipv4/conf/all/route_localnet"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := healthy()
+			tc.change(&f)
+			r := Evaluate(f)
+			check(t, r, tc.check, tc.want, tc.detail...)
+			if r.Failed() {
+				t.Error("Failed(): cluster networking must not fail the report")
+			}
 		})
 	}
 }

@@ -2,7 +2,8 @@
 // what works, what degrades and why: the engine (reachable, versions,
 // storage and cgroup drivers), the host's capability bounding set (negative
 // oom_score_adj, privileged), AppArmor and seccomp, Compose for operators,
-// the state dir and sockets, and the clock against the engine's.
+// the state dir and sockets, the clock against the engine's, and the
+// sysctls that cluster networking (kube-proxy, an overlay) needs.
 //
 // Gather reads the facts (engine calls, files, the PATH; nothing is run);
 // Evaluate turns them into a Report without touching the host, so the

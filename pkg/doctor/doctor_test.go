@@ -90,6 +90,21 @@ func TestDoctorOnThisHost(t *testing.T) {
 	if c := get(doctor.CheckClock); c.Status != doctor.OK {
 		t.Errorf("clock skew against a local engine: %s %s", c.Status, c.Detail)
 	}
+	// Cluster networking warns at worst; ip forwarding as /proc says.
+	for _, name := range []string{doctor.CheckBridgeNF, doctor.CheckBridgeNF6, doctor.CheckIPForward, doctor.CheckRouteLocalnet} {
+		if c := get(name); c.Status == doctor.Fail {
+			t.Errorf("%s: %s %s, want ok or degraded", name, c.Status, c.Detail)
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); err == nil {
+		want := doctor.Degraded
+		if strings.TrimSpace(string(b)) == "1" {
+			want = doctor.OK
+		}
+		if c := get(doctor.CheckIPForward); c.Status != want {
+			t.Errorf("ip forwarding %q here: %s %s, want %s", strings.TrimSpace(string(b)), c.Status, c.Detail, want)
+		}
+	}
 	if r.Failed() {
 		t.Errorf("the report fails on a host that runs cri-compose's tests")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/user"
@@ -27,6 +28,10 @@ type Config struct {
 	Endpoint   dockerapi.Endpoint // how tcp:// and ssh:// hosts are reached
 	StateDir   string
 	Listen     string // the CRI endpoint, unix:///path
+	// Network is the pod network, and NetworkSubnets those it is made
+	// with if missing: whether pods use IPv6.
+	Network        string
+	NetworkSubnets []netip.Prefix
 
 	// PluginDirs are where the docker CLI finds plugins (Compose v2);
 	// nil means DefaultPluginDirs().
@@ -76,7 +81,27 @@ type Facts struct {
 	Socket       PathInfo
 	SocketServed bool
 	EngineSocket PathInfo // Path "" when the engine is not on a unix socket
+
+	// What cluster networking (kube-proxy, an overlay) needs of this
+	// host: Sysctls are the values of ClusterSysctls, by name, absent
+	// where unreadable; BridgeNetfilter is whether br_netfilter is loaded
+	// (/proc/sys/net/bridge exists); PodSubnets are the pod network's, or
+	// those it is to be made with.
+	Sysctls         map[string]string
+	BridgeNetfilter bool
+	PodSubnets      []netip.Prefix
 }
+
+// The sysctls that cluster networking needs, or that kube-proxy sets.
+const (
+	SysctlBridgeNFIPTables  = "net.bridge.bridge-nf-call-iptables"
+	SysctlBridgeNFIP6Tables = "net.bridge.bridge-nf-call-ip6tables"
+	SysctlIPForward         = "net.ipv4.ip_forward"
+	SysctlRouteLocalnet     = "net.ipv4.conf.all.route_localnet"
+)
+
+// ClusterSysctls are the sysctls Gather reads.
+var ClusterSysctls = []string{SysctlBridgeNFIPTables, SysctlBridgeNFIP6Tables, SysctlIPForward, SysctlRouteLocalnet}
 
 // PathInfo is what a check needs to know about a file or folder.
 type PathInfo struct {
@@ -103,7 +128,28 @@ func Gather(ctx context.Context, cfg Config) Facts {
 		defer d.Close()
 		f.EngineHost, f.EngineLocal = d.Host(), d.IsLocal()
 		f.gatherEngine(ctx, d)
+		if f.PingErr == nil && cfg.Network != "" {
+			nctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			f.PodSubnets, _, err = d.NetworkSubnets(nctx, cfg.Network)
+			cancel()
+			if err != nil {
+				f.PodSubnets = nil
+			}
+		}
 	}
+	if f.PodSubnets == nil {
+		f.PodSubnets = cfg.NetworkSubnets
+	}
+	// This process's network namespace: the engine's, for a local engine
+	// that is not itself in a container.
+	f.Sysctls = map[string]string{}
+	for _, name := range ClusterSysctls {
+		if b, err := os.ReadFile(sysctlPath(name)); err == nil {
+			f.Sysctls[name] = strings.TrimSpace(string(b))
+		}
+	}
+	_, err = os.Stat("/proc/sys/net/bridge")
+	f.BridgeNetfilter = err == nil
 	f.Host = cri.HostFacts(f.Info, f.EngineLocal)
 	f.KernelCaps = cri.EngineCapabilities(f.Info)
 
@@ -146,6 +192,11 @@ func (f *Facts) gatherEngine(ctx context.Context, d *dockerapi.Client) {
 	f.InfoSent = time.Now()
 	f.Info, f.InfoErr = d.Info(ctx)
 	f.InfoReceived = time.Now()
+}
+
+// sysctlPath is the file of a sysctl (its name has no dots of its own).
+func sysctlPath(name string) string {
+	return filepath.Join("/proc/sys", strings.ReplaceAll(name, ".", "/"))
 }
 
 func isExecutable(p string) bool {
