@@ -2,6 +2,7 @@ package cri_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
@@ -92,6 +93,20 @@ func TestUpdateRuntimeConfigPodCIDR(t *testing.T) {
 	}
 	if !slices.Contains(have, v4) || !slices.Contains(have, v6) || len(have) != 2 {
 		t.Fatalf("pod network subnets %v, want %s", have, podCIDR)
+	}
+	// A node agent can tell from the verbose Status that it took.
+	st, err := e.rt().Status(e.ctx(), &runtime.StatusRequest{Verbose: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct {
+		PodSubnets []string `json:"podSubnets"`
+	}
+	if err := json.Unmarshal([]byte(st.GetInfo()["config"]), &info); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(info.PodSubnets, []string{v4.String(), v6.String()}) {
+		t.Errorf("Status says podSubnets %v, want %s", info.PodSubnets, podCIDR)
 	}
 
 	checkIPs := func(id, when string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -65,6 +66,9 @@ func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime
 			"ipMasq":         !s.cfg.NetworkOptions.NoIPMasquerade,
 			"networkMTU":     s.cfg.NetworkOptions.MTU,
 			"networkPending": s.podNetworkPending(),
+			// The subnets the pod network is (or will be) made on: the
+			// node's pod CIDR once UpdateRuntimeConfig gave it.
+			"podSubnets": prefixStrings(s.podSubnets()),
 		}
 		// The engine host's size, for a node agent (vk-cri) to report as
 		// capacity: CRI has no call for it. Named as `docker info` names them.
@@ -89,4 +93,12 @@ func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime
 // make them (API 1.44+).
 func (s *Server) handlerFeatures() *runtime.RuntimeHandlerFeatures {
 	return &runtime.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: s.hostInfo().RecursiveReadOnly}
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.String()
+	}
+	return out
 }
