@@ -44,6 +44,8 @@ type Engine struct {
 
 	opts   Options
 	linkIP string // the namespace's end of the link to the host (Options.Link)
+	// The link's host end (its address) and the names of both ends.
+	hostLinkIP, hostLink, nsLink string
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -150,6 +152,7 @@ func Start(t testing.TB, opts Options) *Engine {
 	if opts.Link {
 		host, ns := "ccvh-"+name, "ccvn-"+name
 		e.linkIP = fmt.Sprintf("10.124.%d.2", third)
+		e.hostLinkIP, e.hostLink, e.nsLink = fmt.Sprintf("10.124.%d.1", third), host, ns
 		// The pair goes with the namespace (destroy): deleting one end
 		// deletes the other.
 		if out, err := exec.Command("sh", "-c", fmt.Sprintf(
@@ -234,6 +237,14 @@ func (e *Engine) Subnet() string { return e.subnet }
 
 // LinkIP is the engine's address on the link to the host (Options.Link).
 func (e *Engine) LinkIP() string { return e.linkIP }
+
+// HostLinkIP is the host's address on that link.
+func (e *Engine) HostLinkIP() string { return e.hostLinkIP }
+
+// Links are the names of the link's ends: the host's, and the namespace's
+// (for a daemon that must pick the interface to other hosts, as flanneld's
+// --iface).
+func (e *Engine) Links() (host, ns string) { return e.hostLink, e.nsLink }
 
 // Binaries are the engine's programs (Options.Current; zero otherwise).
 func (e *Engine) Binaries() toolcache.EngineBinaries { return e.bins }

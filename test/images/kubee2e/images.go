@@ -36,6 +36,8 @@
 //     (prints its effective uid, as test/images/nonewprivs/nnp.go), CMD
 //     ["nnp"], beside busybox.
 //   - pause (registry.k8s.io/pause:3.10.2): cri-compose's own pause.
+//   - coredns (registry.k8s.io/coredns/coredns at the version built), with
+//     Programs.CoreDNS only: the cluster DNS of the networking suite.
 package kubee2e
 
 import (
@@ -79,7 +81,15 @@ type Programs struct {
 	Critest critest.Programs
 	// Bash is a static bash (BashStatic).
 	Bash []byte
+	// CoreDNS, if set, is a static coredns at CoreDNSVersion, for cluster
+	// DNS (CoreDNSImage).
+	CoreDNS        []byte
+	CoreDNSVersion string
 }
+
+// CoreDNSImage is the name of the CoreDNS image at version (as
+// kube-dns's Deployment of kubeadm names it).
+func CoreDNSImage(version string) string { return "registry.k8s.io/coredns/coredns:" + version }
 
 // BashStaticPath is the static bash agnhost carries as /bin/bash, as its
 // Alpine image has: Debian's bash-static.
@@ -122,7 +132,7 @@ func Images(p Programs) ([]critest.Image, error) {
 	nonroot := shell
 	nonroot.User = "1234"
 
-	return []critest.Image{
+	imgs := []critest.Image{
 		{Refs: []string{Agnhost, AgnhostPrev}, Files: agnhostFiles(base(Agnhost), p), Config: imagebuild.Config{
 			Env:          []string{images.DefaultPath},
 			Entrypoint:   []string{"/agnhost"},
@@ -153,7 +163,27 @@ func Images(p Programs) ([]critest.Image, error) {
 				imagebuild.File{Path: "/etc/kube-e2e-image", Mode: 0o644, Data: []byte(Pause + "\n")}),
 			Config: pause.Config(),
 		},
-	}, nil
+	}
+	if len(p.CoreDNS) > 0 {
+		imgs = append(imgs, coreDNS(p))
+	}
+	return imgs, nil
+}
+
+// coreDNS is upstream's image as far as a pod sees it: /coredns alone
+// (upstream's is distroless), run as root to bind port 53.
+func coreDNS(p Programs) critest.Image {
+	ref := CoreDNSImage(p.CoreDNSVersion)
+	return critest.Image{
+		Refs: []string{ref},
+		Files: []imagebuild.File{
+			{Path: "/coredns", Mode: 0o755, Data: p.CoreDNS},
+			{Path: "/etc", Mode: os.ModeDir | 0o755},
+			{Path: "/tmp", Mode: os.ModeDir | 0o1777},
+			{Path: "/etc/kube-e2e-image", Mode: 0o644, Data: []byte(ref + "\n")},
+		},
+		Config: imagebuild.Config{Entrypoint: []string{"/coredns"}, ExposedPorts: []string{"53/tcp", "53/udp"}},
+	}
 }
 
 // withBash puts bash at /bin/bash in place of any busybox applet there.
