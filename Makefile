@@ -29,6 +29,7 @@ help:
 	@echo 'make test      start Docker if needed, install test tools, go vet, go test -race ./... (but test/fault)'
 	@echo 'make test-e2e  the end-to-end tests (test/e2e)'
 	@echo 'make test-vk   vk-cri'"'"'s end-to-end suite (test/vk: real kube-apiserver and etcd; VK_RUN=regexp)'
+	@echo 'make test-networking  cluster networking on two Docker hosts: flanneld, kube-proxy, CoreDNS; Services, DNS, pod to pod (docs/networking.md)'
 	@echo 'make test-fault  the fault tests (test/fault) with a CPU hog beside them (FAULT_CPU_HOG busy processes)'
 	@echo 'make test-logflood  a container writes 1 GiB at full speed; every line checked in its CRI log'
 	@echo 'make test-engines  test/e2e, test/fault, critest and the basic vk-cri flow on this machine'"'"'s engine, then on a current one (ENGINE=current picks it for one target)'
@@ -315,6 +316,20 @@ ifeq ($(ENGINE),current)
 else
 	cd test/vk && GOWORK=off $(GO) test -count=1 -timeout 45m -run '$(VK_RUN)' $(VK_TEST_FLAGS) ./...
 endif
+
+# --- test-networking: test/vk's TestNetworking under VK_NETWORKING=1. Two
+# Docker hosts (the machine's engine and a private one in a network
+# namespace of its own) as two virtual nodes of one cluster, each with
+# cri-compose, vk-cri, flanneld and kube-proxy (built from the module proxy
+# by test/vk/tools and test/vk/tools/network, cached like kube-apiserver),
+# kube-controller-manager allocating pod CIDRs, kube-scheduler, and CoreDNS.
+# It changes the machine's network while it runs (flannel.1, iptables and
+# nftables rules) and removes what it added when it ends.
+NETWORKING_TIMEOUT ?= 30m
+
+.PHONY: test-networking
+test-networking: ensure-docker ensure-tools
+	cd test/vk && VK_NETWORKING=1 VK_E2E_RACE=0 GOWORK=off $(GO) test -count=1 -timeout $(NETWORKING_TIMEOUT) -run '^TestNetworking$$' $(VK_TEST_FLAGS) .
 
 # --- conformance-node: Kubernetes' e2e suite (e2e.test, built from the module
 # proxy by test/vk/tools and cached like kube-apiserver: about 20 minutes of

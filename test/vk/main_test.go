@@ -134,9 +134,14 @@ func setup() (cleanup func()) {
 	toolsDir := filepath.Join(repoRoot, "test", "vk", "tools")
 	wg.Go(func() {
 		apiserver, etcdBin, toolsTook, toolsErr = controlPlaneBinaries(ctx, toolsDir)
-		if toolsErr == nil && nodeConformance { // node_conformance_test.go
+		if toolsErr == nil && (nodeConformance || networking) { // node_conformance_test.go
 			var more time.Duration
-			more, toolsErr = nodeConformanceTools(ctx, toolsDir)
+			more, toolsErr = nodeConformanceTools(ctx, toolsDir, nodeConformance)
+			toolsTook += more
+		}
+		if toolsErr == nil && networking { // networking_test.go
+			var more time.Duration
+			more, toolsErr = networkTools(ctx, toolsDir)
 			toolsTook += more
 		}
 	})
@@ -179,7 +184,7 @@ func setup() (cleanup func()) {
 	}
 	timed("binaries", buildStart)
 	var criExtra []string // cri-compose's flags for node conformance
-	if nodeConformance {
+	if nodeConformance || networking {
 		start := time.Now()
 		if criExtra, err = startE2ERegistry(ctx, toolsDir); err != nil {
 			return fail(err)
@@ -207,7 +212,14 @@ func setup() (cleanup func()) {
 	if err != nil {
 		return fail(err)
 	}
-	kubeletAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	nodeIP := "127.0.0.1"
+	if networking { // the node's address, which kube-proxy's NodePorts and the second host use
+		if machineIP, err = primaryIP(); err != nil {
+			return fail(err)
+		}
+		nodeIP = machineIP
+	}
+	kubeletAddr = net.JoinHostPort(nodeIP, strconv.Itoa(port))
 
 	// The control plane.
 	start := time.Now()
@@ -222,7 +234,18 @@ func setup() (cleanup func()) {
 	}
 	ctrllog.SetLogger(logr.Discard()) // envtest's own logging is not needed
 	env = &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStartTimeout: time.Minute}
-	args := env.ControlPlane.GetAPIServer().Configure()
+	api := env.ControlPlane.GetAPIServer()
+	args := api.Configure()
+	if networking { // networking_test.go: served on the machine's address
+		apiPort, err := freePort()
+		if err != nil {
+			return fail(err)
+		}
+		api.SecureServing.Address, api.SecureServing.Port = machineIP, strconv.Itoa(apiPort)
+		for k, v := range clusterAPIArgs() {
+			args.Set(k, v)
+		}
+	}
 	args.Set("kubelet-client-certificate", kubeletClient[0])
 	args.Set("kubelet-client-key", kubeletClient[1])
 	// The node's Hostname address does not resolve here.
@@ -241,7 +264,7 @@ func setup() (cleanup func()) {
 	for k, v := range nodeAuthorization { // identity_test.go
 		args.Set(k, v)
 	}
-	if nodeConformance { // envtest turns ServiceAccount admission off
+	if nodeConformance || networking { // envtest turns ServiceAccount admission off
 		args.Disable("disable-admission-plugins")
 	}
 	if restConfig, err = env.Start(); err != nil {
@@ -259,7 +282,7 @@ func setup() (cleanup func()) {
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		return fail(err)
 	}
-	if nodeConformance {
+	if nodeConformance || networking {
 		if err := startKubeControllers(kubeconfig); err != nil {
 			return fail(err)
 		}
@@ -274,6 +297,9 @@ func setup() (cleanup func()) {
 		Args: []string{"--listen", "unix://" + criSock, "--state-dir", filepath.Join(runDir, "cri-state"),
 			"--network", network, "--stream-address", "127.0.0.1:0", "-v=2"}}
 	criProc.Args = append(criProc.Args, criExtra...)
+	if networking { // flanneld masquerades what leaves the cluster; VXLAN's MTU
+		criProc.Args = append(criProc.Args, "--ip-masq=false", "--network-mtu="+strconv.Itoa(overlayMTU))
+	}
 	if err := criProc.Start(); err != nil {
 		return fail(err)
 	}
@@ -330,13 +356,16 @@ func setup() (cleanup func()) {
 	vkLog = filepath.Join(runDir, "vk-cri.log")
 	vkArgs := []string{
 		"--kubeconfig", vkKubeconfig, "--nodename", nodeName, "--cri-endpoint", "unix://" + criSock,
-		"--listen-address", kubeletAddr, "--client-ca-file", kubeletCACert, "--node-ip", "127.0.0.1",
+		"--listen-address", kubeletAddr, "--client-ca-file", kubeletCACert, "--node-ip", nodeIP,
 		"--state-dir", filepath.Join(runDir, "vk-state"), "--pods", "20", "-v=3",
 		// Small enough that TestLogRotation rotates often (logrotate_test.go).
 		"--container-log-max-size=1Mi", "--container-log-max-files=3", "--container-log-monitor-interval=3s"}
-	if nodeConformance { // the scheduler places the suite's pods on it
+	if nodeConformance || networking { // the scheduler places the suite's pods on it
 		vkArgs = append(vkArgs, "--register-with-taints=", "--pods=110")
-	} else {
+	}
+	if networking {
+		vkArgs = append(vkArgs, "--cluster-dns", clusterDNSIP, "--cluster-domain", clusterDomain)
+	} else if !nodeConformance {
 		// TestAdmissionSysctlAllowed. Not for the e2e suite, whose
 		// sysctl spec expects kernel.msgmax refused, as by kubelet's
 		// defaults.

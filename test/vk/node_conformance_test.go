@@ -45,16 +45,19 @@ var (
 	schedBin    string // kube-scheduler
 	agnhostBin  string
 	e2eRegistry *registry.Registry
+	// e2eImages are the images in it, for an engine that cannot reach it.
+	e2eImages []critest.Image
 )
 
 // nodeConformanceTools builds (or finds in the tool cache) what the
 // conformance run needs beyond the control plane, one at a time: on two
 // cores, parallel Kubernetes builds only fight over the CPU.
-func nodeConformanceTools(ctx context.Context, toolsDir string) (took time.Duration, err error) {
-	for _, b := range []struct {
+func nodeConformanceTools(ctx context.Context, toolsDir string, withE2E bool) (took time.Duration, err error) {
+	type tool struct {
 		path *string
 		get  func() (string, time.Duration, error)
-	}{
+	}
+	tools := []tool{
 		{&kcmBin, func() (string, time.Duration, error) {
 			return kubeBinary(ctx, toolsDir, "kube-controller-manager", "k8s.io/kubernetes/cmd/kube-controller-manager")
 		}},
@@ -62,8 +65,11 @@ func nodeConformanceTools(ctx context.Context, toolsDir string) (took time.Durat
 			return kubeBinary(ctx, toolsDir, "kube-scheduler", "k8s.io/kubernetes/cmd/kube-scheduler")
 		}},
 		{&agnhostBin, func() (string, time.Duration, error) { return agnhostBinary(ctx, toolsDir) }},
-		{&e2eBin, func() (string, time.Duration, error) { return e2eTestBinary(ctx, toolsDir) }},
-	} {
+	}
+	if withE2E {
+		tools = append(tools, tool{&e2eBin, func() (string, time.Duration, error) { return e2eTestBinary(ctx, toolsDir) }})
+	}
+	for _, b := range tools {
 		p, t, err := b.get()
 		if err != nil {
 			return took, err
@@ -102,10 +108,17 @@ func startE2ERegistry(ctx context.Context, toolsDir string) ([]string, error) {
 	if p.PorterKey, err = os.ReadFile(filepath.Join(porter, "localhost.key")); err != nil {
 		return nil, err
 	}
+	if networking { // networking_test.go
+		p.CoreDNSVersion = corednsVersion
+		if p.CoreDNS, err = os.ReadFile(corednsBin); err != nil {
+			return nil, err
+		}
+	}
 	imgs, err := kubee2e.Images(p)
 	if err != nil {
 		return nil, err
 	}
+	e2eImages = imgs
 	if e2eRegistry, err = registry.Start(func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "vk e2e: registry: "+format+"\n", args...)
 	}); err != nil {
@@ -142,6 +155,9 @@ func startKubeControllers(kubeconfig string) error {
 		{"kube-scheduler", schedBin, []string{
 			"--kubeconfig", kubeconfig, "--leader-elect=false", "--secure-port=0", "-v=1"}},
 	} {
+		if c.name == "kube-controller-manager" && networking {
+			c.args = append(c.args, clusterControllerArgs()...)
+		}
 		stop, err := startProcess(filepath.Join(runDir, c.name+".log"), c.bin, c.args...)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)

@@ -2,7 +2,6 @@ package vk_test
 
 import (
 	"context"
-	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -52,7 +51,7 @@ var providerSuiteImages = []string{"foo", "bar", "baz"}
 func TestProviderSuite(t *testing.T) {
 	need(t)
 	ctx := context.Background()
-	hostIP, err := hostAddress()
+	hostIP, err := hostIP()
 	if err != nil {
 		t.Skipf("no address but loopback to serve the kubelet API on: %v", err)
 	}
@@ -206,28 +205,4 @@ func allowAnonymousNodeReads(ctx context.Context, t *testing.T) error {
 		_ = rbac.ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
 	})
 	return nil
-}
-
-// hostAddress is an IPv4 address of this machine other than loopback,
-// which the API server proxies to (it refuses loopback ones).
-func hostAddress() (string, error) {
-	ifaces, err := net.Interfaces()
-	if err != nil {
-		return "", err
-	}
-	for _, i := range ifaces {
-		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 {
-			continue
-		}
-		addrs, err := i.Addrs()
-		if err != nil {
-			continue
-		}
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
-				return n.IP.String(), nil
-			}
-		}
-	}
-	return "", errors.New("no interface is up with an IPv4 address")
 }
