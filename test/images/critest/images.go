@@ -3,6 +3,10 @@
 // from what a machine without a registry has: Debian's busybox-static (see
 // test/images) and the small static Go programs of cmd/ beside this file.
 //
+// cmd/curl and cmd/nc are built here too but go into no image of this
+// package: they stand in for Alpine's curl and netcat-openbsd in
+// test/images/kubee2e's agnhost.
+//
 // test/conformance/run builds the programs with Build, the images with
 // Images, and pushes them to a local registry that cri-compose pulls from
 // through --registry-mirror, so that critest's image specs really pull.
@@ -75,9 +79,10 @@ const (
 // Build, and optionally a Shell.
 type Programs struct {
 	Pgrep, Ipcs, Webserver, NNP []byte
-	// Curl is for the Kubernetes e2e images (test/images/kubee2e), whose
-	// programs are built here too.
-	Curl []byte
+	// Curl and Nc are for the Kubernetes e2e images (test/images/kubee2e),
+	// whose programs are built here too: cmd/curl, and cmd/nc, the client
+	// side of netcat-openbsd.
+	Curl, Nc []byte
 	// Shell, when set, is the images' sh (see Shell). Without it sh is
 	// busybox-static's, and critest's MaskedPaths spec fails.
 	Shell *Shell
@@ -93,6 +98,7 @@ var programDirs = []struct {
 	{"webserver", func(p *Programs) *[]byte { return &p.Webserver }},
 	{"nnp", func(p *Programs) *[]byte { return &p.NNP }},
 	{"curl", func(p *Programs) *[]byte { return &p.Curl }},
+	{"nc", func(p *Programs) *[]byte { return &p.Nc }},
 }
 
 // Build compiles the programs of cmd/ (stdlib only) into dir as static

@@ -13,7 +13,7 @@ import (
 )
 
 func fakePrograms() Programs {
-	return Programs{Pgrep: []byte("pgrep"), Ipcs: []byte("ipcs"), Webserver: []byte("webserver"), NNP: []byte("nnp"), Curl: []byte("curl")}
+	return Programs{Pgrep: []byte("pgrep"), Ipcs: []byte("ipcs"), Webserver: []byte("webserver"), NNP: []byte("nnp"), Curl: []byte("curl"), Nc: []byte("nc")}
 }
 
 // TestImages checks the names against critest v1.37.0's and what the specs
@@ -116,7 +116,7 @@ func TestImages(t *testing.T) {
 // TestBuild builds the programs the way test/conformance/run does.
 func TestBuild(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds four programs")
+		t.Skip("builds the programs of cmd/")
 	}
 	if _, err := exec.LookPath("go"); err != nil {
 		images.SkipOrFail(t, "no go command: %v", err)
@@ -129,7 +129,9 @@ func TestBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, b := range map[string][]byte{"pgrep": p.Pgrep, "ipcs": p.Ipcs, "webserver": p.Webserver, "nnp": p.NNP} {
+	for name, b := range map[string][]byte{
+		"pgrep": p.Pgrep, "ipcs": p.Ipcs, "webserver": p.Webserver, "nnp": p.NNP, "curl": p.Curl, "nc": p.Nc,
+	} {
 		if !bytes.HasPrefix(b, []byte("\x7fELF")) {
 			t.Errorf("%s is not an ELF executable", name)
 		}

@@ -20,9 +20,12 @@
 //     ["pause"], the ports it exposes, /uploads, porter's localhost
 //     certificate, and the user user-defined-in-image (uid 1000) in group
 //     group-defined-in-image (gid 50000). Upstream is Alpine with curl,
-//     bind-tools, iproute2, netcat, bash and socat; here busybox gives nc,
-//     wget, nslookup and ip, bash is bash, and curl is test/images/critest's
-//     cmd/curl (a GET of an http:// URL with the flags the specs pass).
+//     bind-tools, iproute2, netcat-openbsd, bash and socat; here busybox
+//     gives wget, nslookup and ip, bash is bash, curl is test/images/critest's
+//     cmd/curl (a GET of an http:// URL with the flags the specs pass), and
+//     nc is its cmd/nc at /bin/nc, in place of busybox's applet: the client
+//     side of netcat-openbsd, with the -t, -u, -v, -z, -w, -W and -p the
+//     specs pass and busybox's nc rejects.
 //   - busybox (1.37.0-2): busybox 1.37.0 (defconfig, static, as Docker
 //     Hub's busybox:1.37.0 that it mirrors) and its applets, Cmd ["sh"].
 //   - glibc-dns-testing (2.1.1): busybox, Cmd ["sh"]. Upstream is Debian
@@ -77,7 +80,7 @@ type Programs struct {
 	// PorterCert and PorterKey are agnhost's porter/localhost.crt and
 	// localhost.key, which upstream adds at the image's root.
 	PorterCert, PorterKey []byte
-	// Critest holds the web server and nnp (critest.Build).
+	// Critest holds the web server, nnp, curl and nc (critest.Build).
 	Critest critest.Programs
 	// Bash is a static bash (BashStatic).
 	Bash []byte
@@ -110,7 +113,7 @@ func Images(p Programs) ([]critest.Image, error) {
 	switch {
 	case len(p.Agnhost) == 0:
 		return nil, fmt.Errorf("kubee2e images: agnhost is missing")
-	case len(p.Critest.Webserver) == 0 || len(p.Critest.NNP) == 0 || len(p.Critest.Curl) == 0:
+	case len(p.Critest.Webserver) == 0 || len(p.Critest.NNP) == 0 || len(p.Critest.Curl) == 0 || len(p.Critest.Nc) == 0:
 		return nil, fmt.Errorf("kubee2e images: the critest programs are missing")
 	case len(p.Bash) == 0:
 		return nil, fmt.Errorf("kubee2e images: bash is missing")
@@ -186,15 +189,18 @@ func coreDNS(p Programs) critest.Image {
 	}
 }
 
-// withBash puts bash at /bin/bash in place of any busybox applet there.
-func withBash(files []imagebuild.File, bash []byte) []imagebuild.File {
-	out := slices.DeleteFunc(slices.Clone(files), func(f imagebuild.File) bool { return f.Path == "/bin/bash" })
-	return append(out, imagebuild.File{Path: "/bin/bash", Mode: 0o755, Data: bash})
+// withProgram puts an executable at path in place of any busybox applet
+// there.
+func withProgram(files []imagebuild.File, path string, data []byte) []imagebuild.File {
+	out := slices.DeleteFunc(slices.Clone(files), func(f imagebuild.File) bool { return f.Path == path })
+	return append(out, imagebuild.File{Path: path, Mode: 0o755, Data: data})
 }
 
 // agnhostFiles adds agnhost and what its Dockerfile adds to busybox's files.
 func agnhostFiles(files []imagebuild.File, p Programs) []imagebuild.File {
-	out := withBash(critest.WithUserInGroup(files, "user-defined-in-image", 1000, "group-defined-in-image", 50000), p.Bash)
+	out := critest.WithUserInGroup(files, "user-defined-in-image", 1000, "group-defined-in-image", 50000)
+	out = withProgram(out, "/bin/bash", p.Bash)
+	out = withProgram(out, "/bin/nc", p.Critest.Nc) // busybox's applet is there
 	return append(out,
 		imagebuild.File{Path: "/agnhost", Mode: 0o755, Data: p.Agnhost},
 		imagebuild.File{Path: "/usr/bin/curl", Mode: 0o755, Data: p.Critest.Curl},

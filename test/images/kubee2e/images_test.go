@@ -3,21 +3,47 @@ package kubee2e
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/moby/moby/api/types/container"
 
+	"github.com/cri-compose/cri-compose/pkg/imagebuild"
 	"github.com/cri-compose/cri-compose/test/images"
 	"github.com/cri-compose/cri-compose/test/images/critest"
 	"github.com/cri-compose/cri-compose/test/toolcache"
 )
 
+// TestAgnhostFiles: bash and nc take the place of busybox's applets.
+func TestAgnhostFiles(t *testing.T) {
+	bb := []imagebuild.File{
+		{Path: "/bin/busybox", Mode: 0o755, Data: []byte("busybox")},
+		{Path: "/bin/bash", Hardlink: "/bin/busybox"},
+		{Path: "/bin/nc", Hardlink: "/bin/busybox"},
+		{Path: "/bin/wget", Hardlink: "/bin/busybox"},
+		{Path: "/etc/passwd", Mode: 0o644}, {Path: "/etc/group", Mode: 0o644},
+	}
+	files := map[string][]imagebuild.File{}
+	for _, f := range agnhostFiles(bb, Programs{Bash: []byte("bash"), Critest: critest.Programs{Nc: []byte("nc"), Curl: []byte("curl")}}) {
+		files[f.Path] = append(files[f.Path], f)
+	}
+	for path, data := range map[string]string{"/bin/bash": "bash", "/bin/nc": "nc", "/usr/bin/curl": "curl"} {
+		if fs := files[path]; len(fs) != 1 || string(fs[0].Data) != data || fs[0].Hardlink != "" || fs[0].Mode != 0o755 {
+			t.Errorf("%s: %+v, want %s alone", path, fs, data)
+		}
+	}
+	if fs := files["/bin/wget"]; len(fs) != 1 || fs[0].Hardlink != "/bin/busybox" {
+		t.Errorf("/bin/wget: %+v, want busybox's applet", fs)
+	}
+}
+
 // TestShells: the busybox stand-in's sh is busybox's, with its error
 // messages, which the specs compare, and it passes on environment
 // variables whose names are not shell identifiers, as upstream's does;
-// agnhost's /bin/bash is bash, as upstream's Alpine image has; in
-// glibc-dns-testing's, `hostname -f` names the container.
+// agnhost's /bin/bash is bash, as upstream's Alpine image has, and its nc
+// takes netcat-openbsd's flags; in glibc-dns-testing's, `hostname -f` names
+// the container.
 func TestShells(t *testing.T) {
 	c := images.Engine(t)
 	bash, err := BashStatic()
@@ -30,8 +56,15 @@ func TestShells(t *testing.T) {
 	if err != nil {
 		images.SkipOrFail(t, "%v", err)
 	}
-	imgs, err := Images(Programs{Busybox: busybox, Agnhost: []byte("not run"), Bash: bash,
-		Critest: critest.Programs{Webserver: []byte("not run"), NNP: []byte("not run"), Curl: []byte("not run")}})
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	programs, err := critest.Build(ctx, "", root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := Images(Programs{Busybox: busybox, Agnhost: []byte("not run"), Bash: bash, Critest: programs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +99,18 @@ func TestShells(t *testing.T) {
 	cfg = &container.Config{Image: Agnhost, Entrypoint: []string{"/bin/bash"}, Cmd: []string{"-c", `test -n "$BASH_VERSION" && [[ a == a ]]`}}
 	if code := images.Run(t, c, cfg, nil, time.Minute); code != 0 {
 		t.Errorf("agnhost's /bin/bash is not bash (exit %d)", code)
+	}
+	// The e2e suite's nc commands: ours on PATH, netcat-openbsd's messages,
+	// and a TCP exchange with busybox's httpd.
+	cfg = &container.Config{Image: Agnhost, Entrypoint: []string{"/bin/sh", "-c"}, Cmd: []string{`
+		test "$(command -v nc)" = /bin/nc || exit 2
+		out=$(echo hostName | nc -v -t -w 2 127.0.0.1 1 2>&1)
+		test $? = 1 && test "$out" = "nc: connect to 127.0.0.1 port 1 (tcp) failed: Connection refused" || exit 3
+		busybox httpd -p 127.0.0.1:8080 -h /tmp || exit 4
+		nc -vz -w 2 127.0.0.1 8080 || exit 5
+		printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 127.0.0.1 8080 | grep -q '^HTTP/1' || exit 6`}}
+	if code := images.Run(t, c, cfg, nil, time.Minute); code != 0 {
+		t.Errorf("agnhost's nc is not netcat-openbsd's stand-in (exit %d: the check that exits so failed)", code)
 	}
 	// The hostnameOverride specs' image: `hostname -f` answers from
 	// /etc/hosts.
