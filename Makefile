@@ -30,6 +30,7 @@ help:
 	@echo 'make test-e2e  the end-to-end tests (test/e2e)'
 	@echo 'make test-vk   vk-cri'"'"'s end-to-end suite (test/vk: real kube-apiserver and etcd; VK_RUN=regexp)'
 	@echo 'make test-networking  cluster networking on two Docker hosts: flanneld, kube-proxy, CoreDNS; Services, DNS, pod to pod (docs/networking.md)'
+	@echo 'make conformance-networking  test-networking'"'"'s cluster, then e2e.test'"'"'s [sig-network] [Conformance] specs on it (CONFORMANCE_NETWORKING_FLAGS)'
 	@echo 'make test-fault  the fault tests (test/fault) with a CPU hog beside them (FAULT_CPU_HOG busy processes)'
 	@echo 'make test-logflood  a container writes 1 GiB at full speed; every line checked in its CRI log'
 	@echo 'make test-engines  test/e2e, test/fault, critest and the basic vk-cri flow on this machine'"'"'s engine, then on a current one (ENGINE=current picks it for one target)'
@@ -324,12 +325,26 @@ endif
 # by test/vk/tools and test/vk/tools/network, cached like kube-apiserver),
 # kube-controller-manager allocating pod CIDRs, kube-scheduler, and CoreDNS.
 # It changes the machine's network while it runs (flannel.1, iptables and
-# nftables rules) and removes what it added when it ends.
+# nftables rules) and removes what it added when it ends; one run at a time.
+# VK_FLANNEL_BACKEND=host-gw runs flannel's host-gw backend instead of VXLAN.
 NETWORKING_TIMEOUT ?= 30m
 
 .PHONY: test-networking
 test-networking: ensure-docker ensure-tools
 	cd test/vk && VK_NETWORKING=1 VK_E2E_RACE=0 GOWORK=off $(GO) test -count=1 -timeout $(NETWORKING_TIMEOUT) -run '^TestNetworking$$' $(VK_TEST_FLAGS) .
+
+# conformance-networking: the same cluster, then e2e.test's [sig-network]
+# [Conformance] specs on it (but Serial, Slow, Flaky, Disruptive), two ginkgo
+# processes; the JUnit report and summary in test/vk/_output/conformance-networking.
+CONFORMANCE_NETWORKING_FLAGS ?= --ginkgo.procs=2
+
+.PHONY: conformance-networking
+conformance-networking: ensure-docker ensure-tools
+	mkdir -p test/vk/_output
+	cd test/vk && rc=0; VK_NETWORK_CONFORMANCE=1 VK_E2E_RACE=0 CONFORMANCE_NETWORKING_FLAGS='$(CONFORMANCE_NETWORKING_FLAGS)' \
+		GOWORK=off $(GO) test -count=1 -timeout 90m -run '^TestNetworking$$' -v . > _output/conformance-networking.log 2>&1 || rc=$$?; \
+		grep -E '^(=== RUN|--- |\s+--- |\s+node_conformance_test.go|\s+networking_flow_test.go|FAIL|ok|vk e2e)' _output/conformance-networking.log | tail -60; \
+		tail -1 _output/conformance-networking/summary.txt 2>/dev/null || echo 'no summary: see test/vk/_output/conformance-networking.log'; exit $$rc
 
 # --- conformance-node: Kubernetes' e2e suite (e2e.test, built from the module
 # proxy by test/vk/tools and cached like kube-apiserver: about 20 minutes of

@@ -14,6 +14,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -29,6 +30,22 @@ type Registry struct {
 	srv  *http.Server
 	done chan struct{}
 	auth authn.Authenticator // what PushArchive logs in with
+	// listen is the address served on (OnAllAddresses).
+	listen string
+}
+
+// OnAllAddresses serves on every address of the host, so that an engine
+// in another network namespace (a second host) pulls from it at one of
+// the host's addresses; Host stays 127.0.0.1:port, which an engine treats
+// as an insecure registry without being told.
+func OnAllAddresses() Option {
+	return func(r *Registry) { r.listen = "0.0.0.0:0" }
+}
+
+// Port is the port the registry serves on.
+func (r *Registry) Port() string {
+	_, p, _ := net.SplitHostPort(r.Host)
+	return p
 }
 
 // Option changes how Start serves.
@@ -60,22 +77,23 @@ func WithBasicAuth(user, password string) Option {
 // Start serves a new, empty registry. logf gets the error that ends
 // serving early, if any.
 func Start(logf func(format string, args ...any), opts ...Option) (*Registry, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("registry: %w", err)
-	}
 	r := &Registry{
-		Host: l.Addr().String(),
 		srv: &http.Server{
 			Handler:           ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))),
 			ReadHeaderTimeout: 30 * time.Second,
 		},
-		done: make(chan struct{}),
-		auth: authn.Anonymous,
+		done:   make(chan struct{}),
+		auth:   authn.Anonymous,
+		listen: "127.0.0.1:0",
 	}
 	for _, o := range opts {
 		o(r)
 	}
+	l, err := net.Listen("tcp", r.listen)
+	if err != nil {
+		return nil, fmt.Errorf("registry: %w", err)
+	}
+	r.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
 	go func() {
 		defer close(r.done)
 		if err := r.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {

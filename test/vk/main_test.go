@@ -136,7 +136,7 @@ func setup() (cleanup func()) {
 		apiserver, etcdBin, toolsTook, toolsErr = controlPlaneBinaries(ctx, toolsDir)
 		if toolsErr == nil && (nodeConformance || networking) { // node_conformance_test.go
 			var more time.Duration
-			more, toolsErr = nodeConformanceTools(ctx, toolsDir, nodeConformance)
+			more, toolsErr = nodeConformanceTools(ctx, toolsDir, nodeConformance || networkConformance)
 			toolsTook += more
 		}
 		if toolsErr == nil && networking { // networking_test.go
@@ -298,7 +298,7 @@ func setup() (cleanup func()) {
 			"--network", network, "--stream-address", "127.0.0.1:0", "-v=2"}}
 	criProc.Args = append(criProc.Args, criExtra...)
 	if networking { // flanneld masquerades what leaves the cluster; VXLAN's MTU
-		criProc.Args = append(criProc.Args, "--ip-masq=false", "--network-mtu="+strconv.Itoa(overlayMTU))
+		criProc.Args = append(criProc.Args, "--ip-masq=false", "--network-mtu="+strconv.Itoa(podMTU()))
 	}
 	if err := criProc.Start(); err != nil {
 		return fail(err)

@@ -1,7 +1,6 @@
 package vk_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,7 +25,6 @@ import (
 	internalapi "k8s.io/cri-api/pkg/apis"
 	remote "k8s.io/cri-client/pkg"
 
-	"github.com/cri-compose/cri-compose/pkg/dockerapi"
 	"github.com/cri-compose/cri-compose/test/images/kubee2e"
 	"github.com/cri-compose/cri-compose/test/privengine"
 	"github.com/cri-compose/cri-compose/test/suite"
@@ -86,7 +84,7 @@ func TestNetworking(t *testing.T) {
 		}
 		waitPodNetwork(t, n, cidr)
 	}
-	t.Logf("two nodes with their pod CIDRs and flannel's VXLAN in %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("two nodes with their pod CIDRs and flannel's %s in %v", flannelBackend(), time.Since(start).Round(time.Millisecond))
 	deployCoreDNS(t)
 	t.Logf("cluster DNS up %v after the start", time.Since(start).Round(time.Millisecond))
 
@@ -105,8 +103,8 @@ func TestNetworking(t *testing.T) {
 	t.Run("podToPod", func(t *testing.T) {
 		for node, c := range clients {
 			mtu := strings.TrimSpace(execOnNode(t, nodes[node], c, 10*time.Second, "cat", "/sys/class/net/eth0/mtu"))
-			if mtu != strconv.Itoa(overlayMTU) {
-				t.Errorf("%s: eth0's MTU is %s, want the overlay's %d", c.Name, mtu, overlayMTU)
+			if mtu != strconv.Itoa(podMTU()) {
+				t.Errorf("%s: eth0's MTU is %s, want the overlay's %d", c.Name, mtu, podMTU())
 			}
 			for _, w := range webPods {
 				base := "http://" + net.JoinHostPort(w.Status.PodIP, "8080")
@@ -262,6 +260,13 @@ done; usleep 100000; done`
 			}
 		}
 	})
+
+	if networkConformance && !t.Failed() {
+		t.Run("conformance", func(t *testing.T) {
+			runE2E(t, "conformance-networking", "[sig-network] conformance (vk-cri on cri-compose, two Docker hosts)",
+				networkConformanceFocus, networkConformanceSkip, strings.Fields(os.Getenv("CONFORMANCE_NETWORKING_FLAGS")))
+		})
+	}
 }
 
 // maxRestartBreak bounds how long a restart of flanneld or kube-proxy may
@@ -306,10 +311,13 @@ func probeGaps(log, url string) (tries, fails int, longest float64) {
 // machine) with its cri-compose and vk-cri, and returns both hosts.
 func clusterHosts(t *testing.T) (a, b *clusterNode) {
 	t.Helper()
+	// The e2e images' registry, at the machine's address (plain HTTP,
+	// which an engine takes only from loopback unless told).
+	mirror := net.JoinHostPort(machineIP, e2eRegistry.Port())
 	pe := privengine.Start(t, privengine.Options{Link: true, Args: func(*privengine.Engine) []string {
 		// A Docker host as users run it: the engine's own iptables
 		// rules (a FORWARD policy of DROP among them) and forwarding.
-		return []string{"--iptables=true", "--ip-forward=true"}
+		return []string{"--iptables=true", "--ip-forward=true", "--insecure-registry", mirror}
 	}})
 	hostLink, nsLink := pe.Links()
 	dir := filepath.Join(runDir, "net-"+strconv.FormatInt(time.Now().UnixNano(), 36))
@@ -331,32 +339,12 @@ func clusterHosts(t *testing.T) (a, b *clusterNode) {
 	if _, err := b.run("ip", "route", "replace", "default", "via", pe.HostLinkIP()); err != nil {
 		t.Fatal(err)
 	}
-	pc, err := dockerapi.New(pe.Host())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { pc.Close() })
-	// The registry is on the machine's loopback: load the images instead.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if err := loadImages(ctx, pc); err != nil {
-		t.Fatal(err)
-	}
-	for _, img := range e2eImages {
-		var archive bytes.Buffer
-		if _, err := img.Archive(&archive); err != nil {
-			t.Fatal(err)
-		}
-		if err := pc.ImageLoad(ctx, &archive); err != nil {
-			t.Fatalf("load %s into the second host's engine: %v", img.Refs[0], err)
-		}
-	}
-
 	criSock := filepath.Join(b.dir, "cri.sock")
 	criProc := b.process("cri-compose", filepath.Join(runDir, "bin", "cri-compose"), nil,
 		"--listen", "unix://"+criSock, "--state-dir", filepath.Join(b.dir, "cri-state"),
 		"--docker-host", pe.Host(), "--network", b.network,
-		"--ip-masq=false", "--network-mtu="+strconv.Itoa(overlayMTU),
+		"--ip-masq=false", "--network-mtu="+strconv.Itoa(podMTU()),
+		"--registry-mirror", "registry.k8s.io=http://"+mirror,
 		"--stream-address", "127.0.0.1:0", "-v=2")
 	if err := criProc.Start(); err != nil {
 		t.Fatal(err)
@@ -367,15 +355,15 @@ func clusterHosts(t *testing.T) (a, b *clusterNode) {
 	}
 	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer dcancel()
+	var err error
 	if b.cri, err = remote.NewRemoteRuntimeServiceBuilder().WithEndpoint("unix://" + criSock).
 		WithConnectionTimeout(time.Minute).WithUseStreaming(false).Build(dctx); err != nil {
 		t.Fatal(err)
 	}
 
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// kubelet's own port: the host's namespace is the node's alone (the
+	// e2e framework's log dumps assume it).
+	port := 10250
 	vkProc := b.process("vk-cri", filepath.Join(runDir, "bin", "vk-cri"), nil,
 		"--kubeconfig", mustNodeKubeconfig(t, b.node), "--nodename", b.node,
 		"--cri-endpoint", "unix://"+criSock,

@@ -39,7 +39,18 @@ import (
 //
 // TestNetworking (networking_flow_test.go) adds the second host, CoreDNS,
 // and checks what a cluster's user expects.
-var networking = os.Getenv("VK_NETWORKING") != ""
+var networking = os.Getenv("VK_NETWORKING") != "" || networkConformance
+
+// networkConformance (make conformance-networking) runs, after
+// TestNetworking's own checks, the e2e suite's [sig-network] [Conformance]
+// specs on the same two-host cluster (CONFORMANCE_NETWORKING_FLAGS adds
+// e2e.test flags, as CONFORMANCE_NODE_FLAGS does for node conformance).
+var networkConformance = os.Getenv("VK_NETWORK_CONFORMANCE") != ""
+
+const (
+	networkConformanceFocus = `\[sig-network\].*\[Conformance\]`
+	networkConformanceSkip  = `\[Serial\]|\[Slow\]|\[Flaky\]|\[Disruptive\]`
+)
 
 const (
 	clusterCIDR   = "10.244.0.0/16"
@@ -117,6 +128,24 @@ func clusterAPIArgs() map[string]string {
 func clusterControllerArgs() []string {
 	return []string{"--allocate-node-cidrs", "--cluster-cidr", clusterCIDR, "--node-cidr-mask-size=24",
 		"--service-cluster-ip-range", serviceCIDR}
+}
+
+// flannelBackend is flannel's backend: vxlan, or VK_FLANNEL_BACKEND
+// (host-gw: routes through the other host's address on the shared link,
+// no encapsulation).
+func flannelBackend() string {
+	if b := os.Getenv("VK_FLANNEL_BACKEND"); b != "" {
+		return b
+	}
+	return "vxlan"
+}
+
+// podMTU is the pods' MTU for the backend: VXLAN's overhead, or none.
+func podMTU() int {
+	if flannelBackend() == "vxlan" {
+		return overlayMTU
+	}
+	return 1500
 }
 
 // netHost is one Docker host's place in the cluster network: its node,
@@ -203,7 +232,7 @@ func startNetDaemons(h netHost, deferred func(func())) (*netDaemons, error) {
 		return nil, err
 	}
 	netConf := filepath.Join(h.dir, "net-conf.json")
-	conf, _ := json.Marshal(map[string]any{"Network": clusterCIDR, "Backend": map[string]string{"Type": "vxlan"}})
+	conf, _ := json.Marshal(map[string]any{"Network": clusterCIDR, "Backend": map[string]string{"Type": flannelBackend()}})
 	if err := os.WriteFile(netConf, conf, 0o644); err != nil {
 		return nil, err
 	}

@@ -45,8 +45,6 @@ var (
 	schedBin    string // kube-scheduler
 	agnhostBin  string
 	e2eRegistry *registry.Registry
-	// e2eImages are the images in it, for an engine that cannot reach it.
-	e2eImages []critest.Image
 )
 
 // nodeConformanceTools builds (or finds in the tool cache) what the
@@ -118,10 +116,13 @@ func startE2ERegistry(ctx context.Context, toolsDir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	e2eImages = imgs
+	var opts []registry.Option
+	if networking { // the second host's engine pulls from it too
+		opts = append(opts, registry.OnAllAddresses())
+	}
 	if e2eRegistry, err = registry.Start(func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "vk e2e: registry: "+format+"\n", args...)
-	}); err != nil {
+	}, opts...); err != nil {
 		return nil, err
 	}
 	prepared.Defer(e2eRegistry.Close)
@@ -194,7 +195,21 @@ func TestNodeConformance(t *testing.T) {
 		t.Skip("node conformance runs under VK_NODE_CONFORMANCE=1 (make conformance-node)")
 	}
 	need(t)
-	out := filepath.Join(repoRoot, "test", "vk", "_output", "conformance-node")
+	node := "vk-cri"
+	if kubeletNode {
+		node = "kubelet"
+	}
+	runE2E(t, "conformance-node", "node conformance ("+node+" on cri-compose)", nodeConformanceFocus, nodeConformanceSkip,
+		strings.Fields(os.Getenv("CONFORMANCE_NODE_FLAGS")))
+}
+
+// runE2E runs e2e.test's specs of focus and skip (extra's own --ginkgo.focus
+// or --ginkgo.skip replace them) against this run's cluster, with the
+// JUnit report and the suite's output in _output/<name> and the summary,
+// under label, in its summary.txt. A failed spec fails t.
+func runE2E(t *testing.T, name, label, focus, skip string, extra []string) {
+	t.Helper()
+	out := filepath.Join(repoRoot, "test", "vk", "_output", name)
 	if err := os.RemoveAll(out); err != nil {
 		t.Fatal(err)
 	}
@@ -202,8 +217,7 @@ func TestNodeConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	junitPath := filepath.Join(out, "junit.xml")
-	extra := strings.Fields(os.Getenv("CONFORMANCE_NODE_FLAGS"))
-	ginkgo, e2e, procs := e2eArgs(extra, junitPath)
+	ginkgo, e2e, procs := e2eArgs(extra, junitPath, focus, skip)
 	e2e = append(e2e, "--kubeconfig", filepath.Join(runDir, "kubeconfig"), "--provider=skeleton",
 		"--report-dir", out, "--disable-log-dump")
 
@@ -242,11 +256,7 @@ func TestNodeConformance(t *testing.T) {
 		t.Errorf("failed: %s", f)
 	}
 	summary := fmt.Sprintf("%d passed, %d failed, %d skipped", res.passed, len(res.failed), res.skipped)
-	node := "vk-cri"
-	if kubeletNode {
-		node = "kubelet"
-	}
-	report := fmt.Sprintf("node conformance (%s on cri-compose): e2e.test in %v; JUnit in %s\n%s\n", node, took, junitPath, summary)
+	report := fmt.Sprintf("%s: e2e.test in %v; JUnit in %s\n%s\n", label, took, junitPath, summary)
 	if err := os.WriteFile(filepath.Join(out, "summary.txt"), []byte(report), 0o644); err != nil {
 		t.Error(err)
 	}
@@ -273,9 +283,9 @@ func ginkgoBinary() (string, time.Duration, error) {
 // them, without the "ginkgo." prefix) and e2e.test's own, with the default
 // focus and skip unless extra sets its own, and the number of parallel
 // processes (--ginkgo.procs, or 1).
-func e2eArgs(extra []string, junitPath string) (ginkgo, e2e []string, procs int) {
+func e2eArgs(extra []string, junitPath, defaultFocus, defaultSkip string) (ginkgo, e2e []string, procs int) {
 	procs = 1
-	focus, skip := "--focus="+nodeConformanceFocus, "--skip="+nodeConformanceSkip
+	focus, skip := "--focus="+defaultFocus, "--skip="+defaultSkip
 	// ginkgo's own default of one hour ends a full run on this node part
 	// way (each spec that fails waits out its own timeout, 5 to 10
 	// minutes), and go test's -timeout bounds the whole anyway.
