@@ -3,9 +3,12 @@
 // from what a machine without a registry has: Debian's busybox-static (see
 // test/images) and the small static Go programs of cmd/ beside this file.
 //
-// cmd/curl and cmd/nc are built here too but go into no image of this
-// package: they stand in for Alpine's curl and netcat-openbsd in
-// test/images/kubee2e's agnhost.
+// cmd/curl, cmd/nc, cmd/dig and cmd/getent are built here too but go into
+// no image of this package: they stand in for Alpine's curl and
+// netcat-openbsd in test/images/kubee2e's agnhost, and for bind-tools' dig
+// and the C library's getent there and in its glibc-dns-testing (the last
+// two share internal/dnsstub: resolv.conf and one DNS exchange; their
+// tests serve DNS with internal/dnstest).
 //
 // test/conformance/run builds the programs with Build, the images with
 // Images, and pushes them to a local registry that cri-compose pulls from
@@ -79,10 +82,11 @@ const (
 // Build, and optionally a Shell.
 type Programs struct {
 	Pgrep, Ipcs, Webserver, NNP []byte
-	// Curl and Nc are for the Kubernetes e2e images (test/images/kubee2e),
-	// whose programs are built here too: cmd/curl, and cmd/nc, the client
-	// side of netcat-openbsd.
-	Curl, Nc []byte
+	// Curl, Nc, Dig and Getent are for the Kubernetes e2e images
+	// (test/images/kubee2e), whose programs are built here too: cmd/curl;
+	// cmd/nc, the client side of netcat-openbsd; cmd/dig, BIND's dig for
+	// the forms the DNS specs run; cmd/getent, glibc's getent hosts.
+	Curl, Nc, Dig, Getent []byte
 	// Shell, when set, is the images' sh (see Shell). Without it sh is
 	// busybox-static's, and critest's MaskedPaths spec fails.
 	Shell *Shell
@@ -99,9 +103,12 @@ var programDirs = []struct {
 	{"nnp", func(p *Programs) *[]byte { return &p.NNP }},
 	{"curl", func(p *Programs) *[]byte { return &p.Curl }},
 	{"nc", func(p *Programs) *[]byte { return &p.Nc }},
+	{"dig", func(p *Programs) *[]byte { return &p.Dig }},
+	{"getent", func(p *Programs) *[]byte { return &p.Getent }},
 }
 
-// Build compiles the programs of cmd/ (stdlib only) into dir as static
+// Build compiles the programs of cmd/ (the standard library and
+// golang.org/x/net's dnsmessage only) into dir as static
 // executables for linux/runtime.GOARCH with goCmd ("go" when empty), run in
 // repoRoot, the root of cri-compose's module, and returns them.
 func Build(ctx context.Context, goCmd, repoRoot, dir string) (Programs, error) {

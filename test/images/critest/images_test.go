@@ -13,7 +13,10 @@ import (
 )
 
 func fakePrograms() Programs {
-	return Programs{Pgrep: []byte("pgrep"), Ipcs: []byte("ipcs"), Webserver: []byte("webserver"), NNP: []byte("nnp"), Curl: []byte("curl"), Nc: []byte("nc")}
+	return Programs{
+		Pgrep: []byte("pgrep"), Ipcs: []byte("ipcs"), Webserver: []byte("webserver"), NNP: []byte("nnp"),
+		Curl: []byte("curl"), Nc: []byte("nc"), Dig: []byte("dig"), Getent: []byte("getent"),
+	}
 }
 
 // TestImages checks the names against critest v1.37.0's and what the specs
@@ -131,6 +134,7 @@ func TestBuild(t *testing.T) {
 	}
 	for name, b := range map[string][]byte{
 		"pgrep": p.Pgrep, "ipcs": p.Ipcs, "webserver": p.Webserver, "nnp": p.NNP, "curl": p.Curl, "nc": p.Nc,
+		"dig": p.Dig, "getent": p.Getent,
 	} {
 		if !bytes.HasPrefix(b, []byte("\x7fELF")) {
 			t.Errorf("%s is not an ELF executable", name)

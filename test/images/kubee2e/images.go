@@ -25,13 +25,21 @@
 //     cmd/curl (a GET of an http:// URL with the flags the specs pass), and
 //     nc is its cmd/nc at /bin/nc, in place of busybox's applet: the client
 //     side of netcat-openbsd, with the -t, -u, -v, -z, -w, -W and -p the
-//     specs pass and busybox's nc rejects.
+//     specs pass and busybox's nc rejects. The DNS specs' tools, which
+//     busybox lacks, are its cmd/dig at /usr/bin/dig (BIND's dig for
+//     +[no]tcp, +search, +noall +answer, +short, @server, -p and -x, with
+//     resolv.conf's search list and ndots) and cmd/getent at
+//     /usr/bin/getent (getent hosts: /etc/hosts, then DNS as the C
+//     library's resolver asks it).
 //   - busybox (1.37.0-2): busybox 1.37.0 (defconfig, static, as Docker
 //     Hub's busybox:1.37.0 that it mirrors) and its applets, Cmd ["sh"].
-//   - glibc-dns-testing (2.1.1): busybox, Cmd ["sh"]. Upstream is Debian
-//     with dnsutils and coredns; the specs that pull it (hostnameOverride)
-//     run sh, hostname and `hostname -f`, which busybox answers from
-//     /etc/hosts as glibc's resolver does.
+//   - glibc-dns-testing (2.1.1): busybox, Cmd ["sh"], and agnhost's dig
+//     and getent at /usr/bin. Upstream is Debian with dnsutils and coredns;
+//     the DNS specs run there the same dig and `getent hosts` commands as
+//     in agnhost (getent follows glibc's: IPv6 first, then IPv4, each from
+//     /etc/hosts and then DNS), and the hostnameOverride specs run sh,
+//     hostname and `hostname -f`, which busybox answers from /etc/hosts as
+//     glibc's resolver does.
 //   - nginx (1.27.0-2 and 1.28.0-2): HTTP 200 on / at port 80 from
 //     critest's webserver installed as /usr/sbin/nginx, beside busybox.
 //   - nonroot (1.5): busybox with USER 1234.
@@ -47,6 +55,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"slices"
 
 	"github.com/cri-compose/cri-compose/pkg/imagebuild"
@@ -80,7 +89,8 @@ type Programs struct {
 	// PorterCert and PorterKey are agnhost's porter/localhost.crt and
 	// localhost.key, which upstream adds at the image's root.
 	PorterCert, PorterKey []byte
-	// Critest holds the web server, nnp, curl and nc (critest.Build).
+	// Critest holds the web server, nnp, curl, nc, dig and getent
+	// (critest.Build).
 	Critest critest.Programs
 	// Bash is a static bash (BashStatic).
 	Bash []byte
@@ -113,7 +123,8 @@ func Images(p Programs) ([]critest.Image, error) {
 	switch {
 	case len(p.Agnhost) == 0:
 		return nil, fmt.Errorf("kubee2e images: agnhost is missing")
-	case len(p.Critest.Webserver) == 0 || len(p.Critest.NNP) == 0 || len(p.Critest.Curl) == 0 || len(p.Critest.Nc) == 0:
+	case len(p.Critest.Webserver) == 0 || len(p.Critest.NNP) == 0 || len(p.Critest.Curl) == 0 || len(p.Critest.Nc) == 0 ||
+		len(p.Critest.Dig) == 0 || len(p.Critest.Getent) == 0:
 		return nil, fmt.Errorf("kubee2e images: the critest programs are missing")
 	case len(p.Bash) == 0:
 		return nil, fmt.Errorf("kubee2e images: bash is missing")
@@ -143,7 +154,7 @@ func Images(p Programs) ([]critest.Image, error) {
 			ExposedPorts: []string{"80/tcp", "8080/tcp", "8081/tcp", "9376/tcp", "5000/tcp"},
 		}},
 		{Refs: []string{Busybox}, Files: base(Busybox), Config: shell},
-		{Refs: []string{GlibcDNS}, Files: base(GlibcDNS), Config: shell},
+		{Refs: []string{GlibcDNS}, Files: withDNSTools(base(GlibcDNS), p), Config: shell},
 		{
 			Refs:  []string{Nginx, NginxNew},
 			Files: base(Nginx, imagebuild.File{Path: "/usr/sbin/nginx", Mode: 0o755, Data: p.Critest.Webserver}),
@@ -189,11 +200,21 @@ func coreDNS(p Programs) critest.Image {
 	}
 }
 
-// withProgram puts an executable at path in place of any busybox applet
-// there.
-func withProgram(files []imagebuild.File, path string, data []byte) []imagebuild.File {
-	out := slices.DeleteFunc(slices.Clone(files), func(f imagebuild.File) bool { return f.Path == path })
-	return append(out, imagebuild.File{Path: path, Mode: 0o755, Data: data})
+// withProgram puts an executable at file in place of what is there and of
+// any busybox applet of the same name elsewhere, so that the name means
+// this program whatever the order of PATH.
+func withProgram(files []imagebuild.File, file string, data []byte) []imagebuild.File {
+	out := slices.DeleteFunc(slices.Clone(files), func(f imagebuild.File) bool {
+		return f.Path == file || f.Hardlink == "/bin/busybox" && path.Base(f.Path) == path.Base(file)
+	})
+	return append(out, imagebuild.File{Path: file, Mode: 0o755, Data: data})
+}
+
+// withDNSTools adds the DNS specs' dig and getent, which both agnhost and
+// glibc-dns-testing have upstream.
+func withDNSTools(files []imagebuild.File, p Programs) []imagebuild.File {
+	out := withProgram(files, "/usr/bin/dig", p.Critest.Dig)
+	return withProgram(out, "/usr/bin/getent", p.Critest.Getent)
 }
 
 // agnhostFiles adds agnhost and what its Dockerfile adds to busybox's files.
@@ -201,6 +222,7 @@ func agnhostFiles(files []imagebuild.File, p Programs) []imagebuild.File {
 	out := critest.WithUserInGroup(files, "user-defined-in-image", 1000, "group-defined-in-image", 50000)
 	out = withProgram(out, "/bin/bash", p.Bash)
 	out = withProgram(out, "/bin/nc", p.Critest.Nc) // busybox's applet is there
+	out = withDNSTools(out, p)
 	return append(out,
 		imagebuild.File{Path: "/agnhost", Mode: 0o755, Data: p.Agnhost},
 		imagebuild.File{Path: "/usr/bin/curl", Mode: 0o755, Data: p.Critest.Curl},

@@ -15,26 +15,50 @@ import (
 	"github.com/cri-compose/cri-compose/test/toolcache"
 )
 
-// TestAgnhostFiles: bash and nc take the place of busybox's applets.
+// TestAgnhostFiles: bash, nc, dig and getent take the place of busybox's
+// applets of those names (busybox 1.37's defconfig has no dig or getent:
+// the /bin ones here stand for a busybox that would); glibc-dns-testing
+// has dig and getent too.
 func TestAgnhostFiles(t *testing.T) {
 	bb := []imagebuild.File{
 		{Path: "/bin/busybox", Mode: 0o755, Data: []byte("busybox")},
 		{Path: "/bin/bash", Hardlink: "/bin/busybox"},
 		{Path: "/bin/nc", Hardlink: "/bin/busybox"},
 		{Path: "/bin/wget", Hardlink: "/bin/busybox"},
+		{Path: "/bin/getent", Hardlink: "/bin/busybox"},
+		{Path: "/bin/dig", Hardlink: "/bin/busybox"},
 		{Path: "/etc/passwd", Mode: 0o644}, {Path: "/etc/group", Mode: 0o644},
 	}
-	files := map[string][]imagebuild.File{}
-	for _, f := range agnhostFiles(bb, Programs{Bash: []byte("bash"), Critest: critest.Programs{Nc: []byte("nc"), Curl: []byte("curl")}}) {
-		files[f.Path] = append(files[f.Path], f)
-	}
-	for path, data := range map[string]string{"/bin/bash": "bash", "/bin/nc": "nc", "/usr/bin/curl": "curl"} {
-		if fs := files[path]; len(fs) != 1 || string(fs[0].Data) != data || fs[0].Hardlink != "" || fs[0].Mode != 0o755 {
-			t.Errorf("%s: %+v, want %s alone", path, fs, data)
+	p := Programs{Bash: []byte("bash"), Critest: critest.Programs{
+		Nc: []byte("nc"), Curl: []byte("curl"), Dig: []byte("dig"), Getent: []byte("getent"),
+	}}
+	for _, c := range []struct {
+		image string
+		files []imagebuild.File
+		want  map[string]string
+	}{
+		{Agnhost, agnhostFiles(bb, p), map[string]string{
+			"/bin/bash": "bash", "/bin/nc": "nc", "/usr/bin/curl": "curl", "/usr/bin/dig": "dig", "/usr/bin/getent": "getent",
+		}},
+		{GlibcDNS, withDNSTools(bb, p), map[string]string{"/usr/bin/dig": "dig", "/usr/bin/getent": "getent"}},
+	} {
+		files := map[string][]imagebuild.File{}
+		for _, f := range c.files {
+			files[f.Path] = append(files[f.Path], f)
 		}
-	}
-	if fs := files["/bin/wget"]; len(fs) != 1 || fs[0].Hardlink != "/bin/busybox" {
-		t.Errorf("/bin/wget: %+v, want busybox's applet", fs)
+		for path, data := range c.want {
+			if fs := files[path]; len(fs) != 1 || string(fs[0].Data) != data || fs[0].Hardlink != "" || fs[0].Mode != 0o755 {
+				t.Errorf("%s: %s: %+v, want %s alone", c.image, path, fs, data)
+			}
+		}
+		for _, path := range []string{"/bin/dig", "/bin/getent"} {
+			if fs := files[path]; len(fs) != 0 {
+				t.Errorf("%s: %s: %+v, want no busybox applet", c.image, path, fs)
+			}
+		}
+		if fs := files["/bin/wget"]; len(fs) != 1 || fs[0].Hardlink != "/bin/busybox" {
+			t.Errorf("%s: /bin/wget: %+v, want busybox's applet", c.image, fs)
+		}
 	}
 }
 
@@ -43,7 +67,7 @@ func TestAgnhostFiles(t *testing.T) {
 // variables whose names are not shell identifiers, as upstream's does;
 // agnhost's /bin/bash is bash, as upstream's Alpine image has, and its nc
 // takes netcat-openbsd's flags; in glibc-dns-testing's, `hostname -f` names
-// the container.
+// the container; both have the DNS specs' dig and getent on PATH.
 func TestShells(t *testing.T) {
 	c := images.Engine(t)
 	bash, err := BashStatic()
@@ -111,6 +135,21 @@ func TestShells(t *testing.T) {
 		printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 127.0.0.1 8080 | grep -q '^HTTP/1' || exit 6`}}
 	if code := images.Run(t, c, cfg, nil, time.Minute); code != 0 {
 		t.Errorf("agnhost's nc is not netcat-openbsd's stand-in (exit %d: the check that exits so failed)", code)
+	}
+	// The DNS specs' tools, in both images that run them: getent finds the
+	// container's name in /etc/hosts once DNS (nothing at 127.0.0.1) has
+	// refused its AAAA, and dig reports that no server replies.
+	for _, image := range []string{Agnhost, GlibcDNS} {
+		cfg = &container.Config{Image: image, Hostname: "dns-querier-1", Entrypoint: []string{"/bin/sh", "-c"}, Cmd: []string{`
+			test "$(command -v dig)" = /usr/bin/dig && test "$(command -v getent)" = /usr/bin/getent || exit 2
+			echo nameserver 127.0.0.1 > /etc/resolv.conf || exit 3
+			getent hosts dns-querier-1 | grep -q ' dns-querier-1$' || exit 4
+			getent hosts nothere; test $? = 2 || exit 5
+			out=$(dig +short +search -p 1 dns-querier-1); test $? = 9 || exit 6
+			test "$out" = "$(printf ';; communications error to 127.0.0.1#1: connection refused\n;; no servers could be reached')" || exit 7`}}
+		if code := images.Run(t, c, cfg, nil, time.Minute); code != 0 {
+			t.Errorf("%s's dig or getent (exit %d: the check that exits so failed)", image, code)
+		}
 	}
 	// The hostnameOverride specs' image: `hostname -f` answers from
 	// /etc/hosts.
