@@ -153,9 +153,12 @@ func TestNetworking(t *testing.T) {
 				t.Errorf("%s: web.%s.svc.%s does not resolve to %s:\n%s", c.Name, ns, clusterDomain, svc.Spec.ClusterIP, lookup)
 			}
 			for _, url := range []string{"http://web/hostname", "http://web." + ns + ".svc." + clusterDomain + "/hostname", "http://" + svc.Spec.ClusterIP + "/hostname"} {
-				if got := reached(t, nodes[node], c, url, 30); !equalSets(got, want) {
-					t.Errorf("%s on %s reached %v through %s, want every replica %v", c.Name, node, slices.Sorted(maps.Keys(got)), url, slices.Sorted(maps.Keys(want)))
-				}
+				// The replicas are Ready in the API; kube-proxy on each
+				// host follows their endpoint slices a moment later.
+				waitFor(t, fmt.Sprintf("%s on %s to reach every replica through %s", c.Name, node, url), 30*time.Second, func() (bool, string) {
+					got := reached(t, nodes[node], c, url, 30)
+					return equalSets(got, want), fmt.Sprintf("reached %v, want %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+				})
 			}
 		}
 	})
