@@ -5,7 +5,10 @@
 // no static curl, and these images have no libc.
 //
 // Usage: curl [-g] [-q] [-s] [-S] [-f] [-i] [-L] [-o FILE] [-w FORMAT]
-// [--max-time SECONDS] [--connect-timeout SECONDS] URL
+// [--max-time SECONDS] [--connect-timeout SECONDS] [--interface ADDR] URL
+//
+// --interface sends from ADDR, an address or an interface's name (the
+// HostPort spec reaches 127.0.0.1 from the node's address).
 //
 // It writes the body to standard output (or FILE), after the status line
 // and headers with -i; -w writes FORMAT after it, with %{http_code} and
@@ -27,12 +30,14 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
 type options struct {
 	include, fail, follow bool
 	output, format        string
+	iface                 string // --interface: the local address (or interface) to send from
 	maxTime, connect      time.Duration
 	url                   string
 }
@@ -69,6 +74,8 @@ func parse(args []string) (options, error) {
 			o.output, err = value()
 		case "-w", "--write-out":
 			o.format, err = value()
+		case "--interface":
+			o.iface, err = value()
 		case "-m", "--max-time", "--connect-timeout":
 			var v string
 			if v, err = value(); err == nil {
@@ -124,6 +131,8 @@ func exitCode(err error) int {
 		return 28
 	case errors.As(err, &dns):
 		return 6
+	case errors.Is(err, syscall.EADDRNOTAVAIL): // --interface: not an address of this host
+		return 45
 	case errors.As(err, &op) && op.Op == "dial":
 		return 7
 	}
@@ -151,6 +160,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer cancel()
 	}
 	dialer := &net.Dialer{Timeout: o.connect}
+	if o.iface != "" {
+		ip, err := localAddr(o.iface)
+		if err != nil {
+			fmt.Fprintf(stderr, "curl: (45) bind failed: %v\n", err)
+			return 45
+		}
+		dialer.LocalAddr = &net.TCPAddr{IP: ip}
+	}
 	client := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext, Proxy: nil, DisableCompression: true}}
 	if !o.follow {
 		client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -203,4 +220,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// localAddr is --interface's address: curl takes an IP address, an
+// interface's name (its first address) or "if!NAME"/"host!ADDR".
+func localAddr(v string) (net.IP, error) {
+	if kind, rest, ok := strings.Cut(v, "!"); ok && (kind == "if" || kind == "host") {
+		v = rest
+	}
+	if ip := net.ParseIP(v); ip != nil {
+		return ip, nil
+	}
+	ifc, err := net.InterfaceByName(v)
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			return n.IP, nil
+		}
+	}
+	return nil, fmt.Errorf("interface %s has no address", v)
 }

@@ -18,6 +18,9 @@ func TestCurl(t *testing.T) {
 		case "/echo":
 			w.Header().Set("X-Test", "yes")
 			_, _ = w.Write([]byte(r.URL.Query().Get("msg")))
+		case "/from":
+			host, _, _ := net.SplitHostPort(r.RemoteAddr)
+			_, _ = w.Write([]byte(host))
 		case "/slow":
 			time.Sleep(2 * time.Second)
 		case "/moved":
@@ -51,6 +54,11 @@ func TestCurl(t *testing.T) {
 		{[]string{"-o", file, strings.TrimPrefix(srv.URL, "http://") + "/echo?msg=to-file"}, 0, ""},
 		{[]string{"--connect-timeout", "1", "http://" + closed + "/"}, 7, ""},
 		{[]string{"--max-time", "0.2", srv.URL + "/slow"}, 28, ""},
+		// --interface, as the HostPort spec sends from the node's address.
+		{[]string{"-g", "--connect-timeout", "5", "--interface", "127.0.0.2", srv.URL + "/from"}, 0, "127.0.0.2"},
+		{[]string{"--interface", "lo", srv.URL + "/from"}, 0, "127.0.0.1"},
+		{[]string{"--interface", "192.0.2.254", srv.URL + "/from"}, 45, ""},
+		{[]string{"--interface", "no-such-link0", srv.URL + "/from"}, 45, ""},
 		{[]string{"-z", srv.URL}, 2, ""},
 		{[]string{}, 2, ""},
 		{[]string{"ftp://example.invalid/"}, 3, ""},
