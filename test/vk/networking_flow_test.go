@@ -54,6 +54,7 @@ type clusterNode struct {
 //   - the Service by name (cluster DNS, search path) and by ClusterIP
 //     reaches every replica, from either node;
 //   - kubernetes.default reaches the API server through its ClusterIP;
+//   - the host reaches the Service's ClusterIP too;
 //   - the NodePort answers on each host's address;
 //   - scaled to 1 and back to 3, the clients reach what is there.
 func TestNetworking(t *testing.T) {
@@ -167,6 +168,23 @@ func TestNetworking(t *testing.T) {
 		for node, c := range clients {
 			// agnhost connect: a TCP connection, exit status 0 if made.
 			execOnNode(t, nodes[node], c, 20*time.Second, "/agnhost", "connect", "kubernetes.default:443", "--timeout=5s")
+		}
+	})
+
+	t.Run("clusterIPFromHost", func(t *testing.T) {
+		// From the machine itself (this test's own process): kube-proxy
+		// serves the host's own traffic to a ClusterIP too.
+		want := podNames(webPods)
+		got := map[string]bool{}
+		for range 30 {
+			name, err := getNew("http://" + svc.Spec.ClusterIP + "/hostname")
+			if err != nil {
+				t.Fatalf("ClusterIP from the host: %v", err)
+			}
+			got[name] = true
+		}
+		if !equalSets(got, want) {
+			t.Errorf("the ClusterIP from the host reached %v, want every replica %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
 		}
 	})
 
