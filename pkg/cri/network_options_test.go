@@ -109,7 +109,7 @@ func TestPodNetworkOptionsFake(t *testing.T) {
 // sandbox after the pod is gone gets the network made anew.
 func TestPodNetworkOptions(t *testing.T) {
 	network := "cri-test-netopts-" + randHex(4)
-	v4 := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 200+rand.IntN(50), rand.IntN(200)+20))
+	v4 := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 200+rand.IntN(40), rand.IntN(200)+20))
 	overlay := dockerapi.BridgeOptions{NoIPMasquerade: true, MTU: 1450}
 	e := newCRIEnvWith(t, cri.Config{Network: network, NetworkSubnets: []netip.Prefix{v4}, NetworkOptions: overlay})
 	t.Cleanup(func() {

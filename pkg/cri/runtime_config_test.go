@@ -48,9 +48,10 @@ func TestUpdateRuntimeConfigPodCIDR(t *testing.T) {
 			t.Logf("cleanup: %v", err)
 		}
 	})
-	// Subnets no other test network is likely to hold.
+	// Subnets no other test network is likely to hold (10.200-10.239:
+	// the networking suite's cluster CIDR is 10.244.0.0/16).
 	n := rand.IntN(200) + 20
-	v4 := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 200+rand.IntN(50), n))
+	v4 := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 200+rand.IntN(40), n))
 	v6 := netip.MustParsePrefix(fmt.Sprintf("fd00:cc:%x::/64", rand.IntN(0xffff)))
 	podCIDR := v4.String() + "," + v6.String()
 	update := func(cidr string) error {

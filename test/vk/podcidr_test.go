@@ -37,10 +37,11 @@ func TestPodCIDR(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// Subnets no other network of the engine is likely to hold.
+	// Subnets no other network of the engine is likely to hold (10.200-10.239:
+	// the networking suite's cluster CIDR is 10.244.0.0/16).
 	second := rand.IntN(200) + 20
-	flagCIDR := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 200+rand.IntN(50), second))
-	nodeV4 := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 200+rand.IntN(50), second+1))
+	flagCIDR := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 200+rand.IntN(40), second))
+	nodeV4 := netip.MustParsePrefix(fmt.Sprintf("10.%d.%d.0/24", 200+rand.IntN(40), second+1))
 	nodeV6 := netip.MustParsePrefix(fmt.Sprintf("fd00:cd:%x::/64", rand.IntN(0xffff)))
 
 	network := "vke2e-podcidr-" + runID
