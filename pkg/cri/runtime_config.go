@@ -234,9 +234,13 @@ func joinPrefixes(ps []netip.Prefix) string {
 	if len(ps) == 0 {
 		return "(the engine's choice)"
 	}
-	s := make([]string, len(ps))
+	return strings.Join(prefixStrings(ps), ",")
+}
+
+func prefixStrings(ps []netip.Prefix) []string {
+	out := make([]string, len(ps))
 	for i, p := range ps {
-		s[i] = p.String()
+		out[i] = p.String()
 	}
-	return strings.Join(s, ",")
+	return out
 }

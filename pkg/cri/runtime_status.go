@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/netip"
 
 	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -93,12 +92,4 @@ func (s *Server) Status(ctx context.Context, r *runtime.StatusRequest) (*runtime
 // make them (API 1.44+).
 func (s *Server) handlerFeatures() *runtime.RuntimeHandlerFeatures {
 	return &runtime.RuntimeHandlerFeatures{RecursiveReadOnlyMounts: s.hostInfo().RecursiveReadOnly}
-}
-
-func prefixStrings(ps []netip.Prefix) []string {
-	out := make([]string, len(ps))
-	for i, p := range ps {
-		out[i] = p.String()
-	}
-	return out
 }

@@ -189,8 +189,13 @@ Try, in another terminal:
 	say("\nStopping: deleting the pods, then vk-cri, cri-compose and the control plane...")
 }
 
+// httpClient makes a connection per request: kube-proxy balances
+// connections, not requests (networking_flow_test.go asks a Service
+// through it).
+var httpClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
 func httpGet(url string) ([]byte, error) {
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+	resp, err := httpClient.Get(url)
 	if err != nil {
 		return nil, err
 	}

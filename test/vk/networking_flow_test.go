@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -177,11 +176,11 @@ func TestNetworking(t *testing.T) {
 		want := podNames(webPods)
 		got := map[string]bool{}
 		for range 30 {
-			name, err := getNew("http://" + svc.Spec.ClusterIP + "/hostname")
+			name, err := httpGet("http://" + svc.Spec.ClusterIP + "/hostname")
 			if err != nil {
 				t.Fatalf("ClusterIP from the host: %v", err)
 			}
-			got[name] = true
+			got[strings.TrimSpace(string(name))] = true
 		}
 		if !equalSets(got, want) {
 			t.Errorf("the ClusterIP from the host reached %v, want every replica %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
@@ -195,11 +194,11 @@ func TestNetworking(t *testing.T) {
 			got := map[string]bool{}
 			url := "http://" + net.JoinHostPort(n.ip, strconv.Itoa(int(port))) + "/hostname"
 			for range 30 {
-				name, err := getNew(url)
+				name, err := httpGet(url)
 				if err != nil {
 					t.Fatalf("NodePort on %s: %v", n.node, err)
 				}
-				got[name] = true
+				got[strings.TrimSpace(string(name))] = true
 			}
 			if !equalSets(got, want) {
 				t.Errorf("NodePort %s reached %v, want every replica %v", url, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
@@ -684,24 +683,6 @@ func reached(t *testing.T, n *clusterNode, c *v1.Pod, url string, times int) map
 		}
 	}
 	return got
-}
-
-// newConnClient makes a connection per request: kube-proxy balances
-// connections, not requests.
-var newConnClient = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-
-// getNew GETs url on a new connection and returns the body, trimmed.
-func getNew(url string) (string, error) {
-	resp, err := newConnClient.Get(url)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return strings.TrimSpace(string(b)), err
 }
 
 func podNames(pods []v1.Pod) map[string]bool {
