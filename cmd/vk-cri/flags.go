@@ -50,6 +50,8 @@ type options struct {
 	// of their own too, off unless set; the kubelet API's /metrics
 	// serves them anyway.
 	metricsAddress string
+	profiling      bool
+	contention     bool
 
 	// Kubelet API auth and serving certificate, with kubelet's flags.
 	anonymousAuth     bool
@@ -119,6 +121,8 @@ func newFlags(name string, o *options) *flag.FlagSet {
 	fs.IntVar(&o.containerLogMaxWorkers, "container-log-max-workers", d.MaxWorkers, "containers whose logs are rotated at once")
 	fs.DurationVar(&o.containerLogMonitorInterval, "container-log-monitor-interval", d.MonitorInterval, "how often the containers' log sizes are checked (at least 3s)")
 	fs.StringVar(&o.metricsAddress, "metrics-bind-address", "", "address for vk-cri's Prometheus metrics over plain HTTP, e.g. 127.0.0.1:10255 (\"\": off; the kubelet API serves them at /metrics either way)")
+	fs.BoolVar(&o.profiling, "profiling", true, "serve Go's pprof profiles at /debug/pprof/ on the kubelet API (authorized as nodes/proxy), as kubelet's enableProfilingHandler")
+	fs.BoolVar(&o.contention, "contention-profiling", false, "with --profiling, sample blocking and mutex waits too (kubelet's enableContentionProfiling; costs a little on every lock)")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	for alias, name := range deprecatedAliases {
 		fs.Var(fs.Lookup(name).Value, alias, "deprecated alias of --"+name)

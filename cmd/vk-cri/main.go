@@ -145,7 +145,11 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	handler := vk.WithAuth(auth, provider.Handler(ctrls.Pods))
+	api := provider.Handler(ctrls.Pods)
+	if o.profiling {
+		api = vk.WithProfiling(api, o.contention)
+	}
+	handler := vk.WithAuth(auth, api)
 	runDone := make(chan struct{})
 	go func() { provider.Run(ctx); close(runDone) }()
 	if o.metricsAddress != "" {

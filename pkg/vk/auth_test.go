@@ -154,6 +154,8 @@ func TestAuth(t *testing.T) {
 		{"GET", "/stats/summary", nil, "good", 403, "get nodes/stats node1"},
 		{"GET", "/metrics/resource", nil, "good", 403, "get nodes/metrics node1"},
 		{"GET", "/logs/", nil, "good", 403, "get nodes/log node1"},
+		{"GET", "/debug/pprof/heap", nil, "", 401, ""},
+		{"GET", "/debug/pprof/heap", nil, "good", 200, "get nodes/proxy node1"}, // profiling.go
 	} {
 		mu.Lock()
 		asked = nil
