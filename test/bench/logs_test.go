@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"github.com/cri-compose/cri-compose/pkg/sandbox"
 	"github.com/cri-compose/cri-compose/test/images"
 	"github.com/cri-compose/cri-compose/test/suite"
+	"github.com/cri-compose/cri-compose/test/toolcache"
 )
 
 // BenchmarkLogs measures how fast a container's output lands in its CRI log
@@ -78,7 +80,11 @@ func BenchmarkLogs(b *testing.B) {
 	}
 	cri := &criLogPath{label: pathCRI, rt: p.RT, ns: e.namespace, logDir: b.TempDir(), image: ref, pid: p.Proc.Pid()}
 	floor := &floorLogPath{e: e, image: ref}
-	all := []logPath{floor, cri}
+	attachBin := filepath.Join(b.TempDir(), "attachlog")
+	if _, err := toolcache.Go(bctx, e.repoRoot, "build", "-o", attachBin, "./test/bench/attachlog"); err != nil {
+		b.Fatal(err)
+	}
+	all := []logPath{floor, cri, &attachLogPath{e: e, image: ref, bin: attachBin, logDir: b.TempDir()}}
 	if *flagLogContainerd {
 		ctrd := suite.StartContainerd(b, filepath.Join(runDir, "containerd"), runID, map[string]func(*os.File) error{
 			"logspam.tar": func(f *os.File) error { _, err := f.Write(archive.Bytes()); return err },
@@ -91,8 +97,8 @@ func BenchmarkLogs(b *testing.B) {
 		all = append(all, &criLogPath{label: pathContainerd, rt: runtime.NewRuntimeServiceClient(conn), ns: e.namespace, logDir: b.TempDir(), image: ref})
 	}
 	sec := &section{
-		title:  fmt.Sprintf("Logs: output landing in the CRI log (cri-compose, containerd) or read by a follower of the engine's log (engine-floor); %d MiB per full-speed shape", *flagLogMiB),
-		header: []string{"shape", "path", "MB/s", "latency p50", "latency p99", "dockerd s/GB", "containerd+shims s/GB", "cri-compose s/GB", "all s/GB"},
+		title:  fmt.Sprintf("Logs: output landing in the CRI log (cri-compose, containerd, and engine-attach: attachlog writing it from the attach stream) or read by a follower of the engine's log (engine-floor); %d MiB per full-speed shape", *flagLogMiB),
+		header: []string{"shape", "path", "MB/s", "latency p50", "latency p99", "dockerd s/GB", "containerd+shims s/GB", "cri-compose or attachlog s/GB", "all s/GB"},
 	}
 	for i, sh := range shapes {
 		args := append([]string{"-bytes", strconv.FormatInt(sh.bytes, 10), "-stamp", "-end", "END"}, sh.args...)
@@ -126,8 +132,11 @@ func BenchmarkLogs(b *testing.B) {
 		addRatio("logs, %s: cri-compose lands %.2fx the MB/s of the engine's own path, at %.2fx its CPU per GB (latency p99 %s vs %s)",
 			sh.name, f.elapsed.Seconds()/c.elapsed.Seconds(), c.total().Seconds()/f.total().Seconds(), fms(pct(c.latencies, 99)), fms(pct(f.latencies, 99)))
 		if k, ok := res[pathContainerd]; ok {
-			addRatio("logs, %s: cri-compose lands %.2fx the MB/s of containerd's CRI, at %.2fx its CPU per GB (latency p99 %s vs %s)",
-				sh.name, k.elapsed.Seconds()/c.elapsed.Seconds(), c.total().Seconds()/k.total().Seconds(), fms(pct(c.latencies, 99)), fms(pct(k.latencies, 99)))
+			for _, path := range []string{pathCRI, pathAttach} {
+				c := res[path]
+				addRatio("logs, %s: %s lands %.2fx the MB/s of containerd's CRI, at %.2fx its CPU per GB (latency p99 %s vs %s)",
+					sh.name, path, k.elapsed.Seconds()/c.elapsed.Seconds(), c.total().Seconds()/k.total().Seconds(), fms(pct(c.latencies, 99)), fms(pct(k.latencies, 99)))
+			}
 		}
 	}
 
@@ -149,12 +158,15 @@ func BenchmarkLogs(b *testing.B) {
 	addRatio("logs, steady (100 lines/s after a full engine log): cri-compose's path costs %.2fx the CPU of the engine's own (%s vs %s of CPU in %v)",
 		cpus[pathCRI].total().Seconds()/cpus[pathFloor].total().Seconds(), cpus[pathCRI].total().Round(10*time.Millisecond), cpus[pathFloor].total().Round(10*time.Millisecond), window)
 	if k, ok := cpus[pathContainerd]; ok {
-		addRatio("logs, steady (100 lines/s after a full engine log): cri-compose's path costs %.2fx the CPU of containerd's CRI (%s vs %s of CPU in %v)",
-			cpus[pathCRI].total().Seconds()/k.total().Seconds(), cpus[pathCRI].total().Round(10*time.Millisecond), k.total().Round(10*time.Millisecond), window)
+		for _, path := range []string{pathCRI, pathAttach} {
+			addRatio("logs, steady (100 lines/s after a full engine log): %s's path costs %.2fx the CPU of containerd's CRI (%s vs %s of CPU in %v)",
+				path, cpus[path].total().Seconds()/k.total().Seconds(), cpus[path].total().Round(10*time.Millisecond), k.total().Round(10*time.Millisecond), window)
+		}
 	}
 	sec.notes = append(sec.notes, "latency: from the write (the stamp in the line) to the line's arrival in the file (read every 2 ms) or at the follower",
 		"s/GB: CPU seconds (user+system) per GB written; containerd+shims: every containerd (the engine's, and on the containerd path the private one) and every containerd-shim process",
 		"containerd: Debian's containerd with its CRI plugin, run privately with its own root, socket and CNI bridge; its shim passes the container's output to containerd, which writes the CRI log",
+		"engine-attach: a plain container with the same engine log, and test/bench/attachlog (a process of its own, its CPU in the cri-compose column) writing the CRI log from the container's attach stream, attached before the start: the floor of writing the CRI log from the attach stream",
 		"(no END): the engine's follow stream ended without the last output: Docker 20.10's follow of a json-file log can lose entries at a rotation; the time is until it ended")
 	addSection(sec)
 }
@@ -321,6 +333,64 @@ func tailCRILog(path string, r *arrivals, stop <-chan struct{}) error {
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
+}
+
+// --- the engine's attach stream, written as a CRI log (attachlog)
+
+// attachLogPath runs the program in a plain container with the same engine
+// log, and test/bench/attachlog beside it, a process of its own, writing
+// the CRI log from the container's attach stream: the floor of a CRI log
+// written from the attach stream.
+type attachLogPath struct {
+	e      *benchEnv
+	image  string
+	bin    string // attachlog
+	logDir string
+}
+
+func (p *attachLogPath) name() string { return pathAttach }
+
+func (p *attachLogPath) run(ctx context.Context, tag string, args []string, window *time.Duration) (logResult, error) {
+	name := fmt.Sprintf("ccb-%s-attach-%s", runID, tag)
+	id, err := p.e.d.ContainerCreate(ctx, name,
+		&container.Config{Image: p.image, Cmd: append([]string{"/bin/logspam"}, args...), AttachStdout: true, AttachStderr: true,
+			Labels: map[string]string{sandbox.LabelPodNamespace: p.e.namespace}},
+		&container.HostConfig{NetworkMode: "none",
+			LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "4m", "max-file": "5"}}}, nil)
+	if err != nil {
+		return logResult{}, err
+	}
+	defer func() {
+		ctx, cancel := ctxTimeout(time.Minute)
+		defer cancel()
+		_ = p.e.d.ContainerRemove(ctx, id)
+	}()
+	path := filepath.Join(p.logDir, tag+".log")
+	cmd := exec.CommandContext(ctx, p.bin, "-container", id, "-log", path)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return logResult{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return logResult{}, err
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "attached\n" {
+		return logResult{}, fmt.Errorf("attachlog: %q, %v", line, err)
+	}
+	pid := cmd.Process.Pid
+	r := &arrivals{}
+	stop := make(chan struct{})
+	tailed := make(chan error, 1)
+	go func() { tailed <- tailCRILog(path, r, stop) }()
+	done := cpuSpan(pid)
+	start := time.Now()
+	if err := p.e.d.ContainerStart(ctx, id); err != nil {
+		close(stop)
+		return logResult{}, err
+	}
+	return r.await(start, window, done, func() func() map[string]time.Duration { return cpuSpan(pid) }, stop, tailed)
 }
 
 // --- the engine's own path: a follower of a plain container's engine log

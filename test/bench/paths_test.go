@@ -31,7 +31,10 @@ const (
 	pathFloor = "engine-floor"
 	// pathContainerd: the same through containerd's CRI (BenchmarkLogs).
 	pathContainerd = "containerd"
-	pathCompose    = "compose-cli"
+	// pathAttach: a CRI log written from the engine's attach stream by a
+	// process of its own (BenchmarkLogs).
+	pathAttach  = "engine-attach"
+	pathCompose = "compose-cli"
 )
 
 // --- cri-compose: RunPodSandbox + CreateContainer + StartContainer

@@ -2,10 +2,8 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -36,32 +34,10 @@ func startCRI(b *testing.B, e *benchEnv, name string) *suite.Daemon {
 
 // --- /proc
 
-// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat:
-// 100 on every Linux architecture Docker runs on.
-const clockTicks = 100
-
 // cpuTime is the user+system CPU time a process has used.
 func cpuTime(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces: count from its end.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
-	}
-	utime, err1 := strconv.ParseUint(f[11], 10, 64) // field 14
-	stime, err2 := strconv.ParseUint(f[12], 10, 64) // field 15
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+	self, _, err := suite.CPUTime(pid)
+	return self, err
 }
 
 // memStatus is VmRSS and VmHWM (peak RSS) of a process, in bytes.
@@ -89,35 +65,10 @@ func memStatus(pid int) (rss, hwm uint64, err error) {
 	return rss, hwm, nil
 }
 
-// pidOf finds the oldest process whose command name is comm (dockerd,
-// containerd): 0 if none.
-func pidOf(comm string) int {
-	best := 0
-	for _, pid := range pidsOf(func(c string) bool { return c == comm }) {
-		if best == 0 || pid < best {
-			best = pid
-		}
-	}
-	return best
-}
-
-// pidsOf is every process whose command name (/proc/<pid>/comm) match
-// takes.
-func pidsOf(match func(comm string) bool) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err == nil && match(strings.TrimSpace(string(b))) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
+var (
+	pidOf  = suite.PidOf
+	pidsOf = suite.PidsOf
+)
 
 // cpuMeter measures the CPU that some processes use over a span of time.
 type cpuMeter struct {
