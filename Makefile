@@ -43,9 +43,9 @@ help:
 	@echo 'make soak      200 pods churned for 10 minutes, streaming URL expiry, longer fuzz'
 	@echo 'make demo      the whole stack: control plane, cri-compose, vk-cri and a sample pod (Ctrl-C stops it)'
 	@echo 'make bench     the benchmarks (test/bench; about 18 minutes; BENCHMARKS.md; ENGINE=current: pod start on a current engine)'
-	@echo 'make bench-smoke  the same benchmarks, small (a few minutes)'
+	@echo 'make bench-smoke  the same benchmarks and bench-vk, small (a few minutes)'
 	@echo 'make bench-remote pod start over ssh, tcp+TLS and the local socket of one engine'
-	@echo 'make bench-vk  pod create -> Running on the virtual node (vk-cri), 50 at once and one at a time'
+	@echo 'make bench-vk  vk-cri, then kubelet, on cri-compose: pod create -> Running, 50 at once and one at a time; 110 pods at rest'
 	@echo 'make pause     rebuild pkg/pause/pause.bin from cmd/pause (commit the result)'
 	@echo 'make install   binaries, systemd units, example configs (PREFIX=$(PREFIX), DESTDIR=)'
 	@echo 'make install-compose  build Docker Compose v2 once and install it as the docker CLI plugin (root: for every user), so docker compose ls shows pods'
@@ -178,6 +178,7 @@ endif
 
 bench-smoke: ensure-docker ensure-tools
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 20m ./test/bench -args $(BENCH_SMOKE_FLAGS) $(BENCH_FLAGS)
+	$(MAKE) bench-vk BENCH_VK_FLAGS='$(BENCH_VK_SMOKE_FLAGS)'
 
 # Pod start over ssh://, tcp+TLS and the local socket of one private engine
 # (test/remote): the ratio is the cost of a remote endpoint.
@@ -185,14 +186,27 @@ bench-smoke: ensure-docker ensure-tools
 bench-remote: ensure-docker ensure-tools
 	$(GO) test -run '^$$' -bench BenchmarkPodStart -benchtime 10x -timeout 20m ./test/remote
 
-# Pod create -> Running+Ready on the virtual node (test/vk's set-up: real
-# kube-apiserver, cri-compose, vk-cri), 50 pods at once and one at a time,
-# p50/p99 as seen by a watch (BENCHMARKS.md, "Virtual node").
-# BENCH_VK_PODS sets the pods per round.
+# The node benchmarks (test/vk's set-up: real kube-apiserver, cri-compose,
+# and the node): pod create -> Running+Ready, 50 pods at once (beside the
+# same pods straight through CRI) and one at a time, p50/p99 as a watch sees
+# them; then a full node at rest (110 pods with exec probes, 5 minutes):
+# CPU of the node, cri-compose, dockerd, containerd and shims, and API
+# requests/s (BENCHMARKS.md, "Nodes"). Run for each of BENCH_VK_NODES in
+# turn: vk-cri, then a real kubelet on cri-compose. BENCH_VK_PODS sets the
+# pods per round, BENCH_VK_RUN picks benchmarks, BENCH_VK_FLAGS adds flags
+# (-bench.profile=DIR writes the node's pprof profiles).
 BENCH_VK_PODS ?= 50
+BENCH_VK_RUN ?= .
+BENCH_VK_NODES ?= vk-cri kubelet
+BENCH_VK_FLAGS ?=
+BENCH_VK_SMOKE_FLAGS ?= -bench.pods=5 -bench.rest-pods=10 -bench.rest-window=30s -bench.rest-settle=5s -bench.profile-span=5s
 .PHONY: bench-vk
 bench-vk: ensure-docker ensure-tools
-	cd test/vk && VK_E2E_RACE=0 GOWORK=off $(GO) test -count=1 -run '^$$' -bench BenchmarkPodStartup -benchtime 1x -timeout 60m . -args -bench.pods=$(BENCH_VK_PODS)
+	@set -e; for node in $(BENCH_VK_NODES); do \
+		echo "bench-vk: node $$node"; \
+		(cd test/vk && VK_NODE=$$node VK_E2E_RACE=0 VK_E2E_ARGS='--max-pods=110' GOWORK=off $(GO) test -count=1 -run '^$$' \
+			-bench '$(BENCH_VK_RUN)' -benchtime 1x -timeout 60m . -args -bench.pods=$(BENCH_VK_PODS) $(BENCH_VK_FLAGS)); \
+	done
 
 clean:
 	rm -rf bin/
@@ -378,7 +392,7 @@ conformance-node-ci:
 .PHONY: conformance-node
 conformance-node: ensure-docker ensure-tools
 	mkdir -p test/vk/_output
-	cd test/vk && rc=0; VK_NODE_CONFORMANCE=1 VK_CONFORMANCE_NODE='$(NODE)' VK_E2E_RACE=0 CONFORMANCE_NODE_FLAGS='$(CONFORMANCE_NODE_FLAGS)' \
+	cd test/vk && rc=0; VK_NODE_CONFORMANCE=1 VK_NODE='$(NODE)' VK_E2E_RACE=0 CONFORMANCE_NODE_FLAGS='$(CONFORMANCE_NODE_FLAGS)' \
 		GOWORK=off $(GO) test -count=1 -timeout 150m -run '$(CONFORMANCE_NODE_RUN)' -v . > _output/conformance-node.log 2>&1 || rc=$$?; \
 		grep -E '^(=== RUN|--- |\s+node_conformance_test.go|FAIL|ok|vk e2e)' _output/conformance-node.log | tail -60; \
 		tail -1 _output/conformance-node/summary.txt 2>/dev/null || echo 'no summary: see test/vk/_output/conformance-node.log'; exit $$rc

@@ -3,6 +3,7 @@ package vk_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,11 +13,12 @@ import (
 	"github.com/cri-compose/cri-compose/test/suite"
 )
 
-// kubeletNode runs the node conformance specs against a real kubelet, of
-// the Kubernetes version the e2e suite is (tools/go.mod), whose container
-// runtime is cri-compose: the proof that cri-compose is a CRI runtime a
-// kubelet takes as it takes containerd (make conformance-node NODE=kubelet).
-var kubeletNode = os.Getenv("VK_CONFORMANCE_NODE") == "kubelet"
+// kubeletNode puts a real kubelet, of the Kubernetes version the e2e
+// suite is (tools/go.mod), in vk-cri's place, on cri-compose: the node
+// conformance specs run against it (make conformance-node NODE=kubelet),
+// the proof that cri-compose is a CRI runtime a kubelet takes as it takes
+// containerd, and the benchmarks measure it beside vk-cri (make bench-vk).
+var kubeletNode = os.Getenv("VK_NODE") == "kubelet"
 
 // kubeletSysctls are the host sysctls kubelet sets at start when it does
 // not protect the kernel's defaults (setupKernelTunables); they are put
@@ -76,6 +78,7 @@ func startKubeletNode(ctx context.Context, toolsDir, nodeKubeconfig, network str
 		return err
 	}
 	_, port, _ := strings.Cut(kubeletAddr, ":")
+	kubeletAddr = net.JoinHostPort(host, port) // where it listens
 	// Only what this node needs that kubelet's defaults do not give:
 	// cri-compose's socket, Docker's cgroupfs driver (and cgroup v1, which
 	// kubelet refuses by default since 1.35, where the host has it), the API server's
@@ -114,15 +117,16 @@ serializeImagePulls: false
 		return err
 	}
 	vkLog = filepath.Join(runDir, "kubelet.log")
-	stop, err := startProcess(vkLog, bin, "--config", cfgPath, "--kubeconfig", nodeKubeconfig,
+	p, err := startProc(vkLog, bin, "--config", cfgPath, "--kubeconfig", nodeKubeconfig,
 		"--hostname-override", nodeName, "--node-ip", host, "--root-dir", root,
 		"--cert-dir", filepath.Join(root, "pki"), "-v=2")
 	if err != nil {
 		return err
 	}
+	nodeProc = p
 	prepared.Defer(func() {
 		deleteAllPods()
-		stop()
+		_, _ = p.Stop(syscall.SIGTERM)
 		// What kubelet mounted (its root, which it bind-mounts onto
 		// itself to share mounts, and its pods' tmpfs volumes) goes with
 		// it.

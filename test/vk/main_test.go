@@ -60,6 +60,9 @@ var (
 	kubeletClient [2]string
 
 	vkLog string
+	// nodeProc is the node's process (vk-cri, or kubelet in its place),
+	// criProc cri-compose's: the benchmarks measure their CPU.
+	nodeProc, criProc *suite.Process
 	// stopVK stops vk-cri; restartVK stops it and starts it again (on the
 	// same node and state dir), with its log in a new file.
 	stopVK    func()
@@ -293,7 +296,7 @@ func setup() (cleanup func()) {
 	start = time.Now()
 	criSock = filepath.Join(runDir, "cri.sock")
 	network := "vke2e-" + runID
-	criProc := &suite.Process{Name: "cri-compose", Bin: filepath.Join(binDir, "cri-compose"), Dir: runDir, OwnGroup: true,
+	criProc = &suite.Process{Name: "cri-compose", Bin: filepath.Join(binDir, "cri-compose"), Dir: runDir, OwnGroup: true,
 		Args: []string{"--listen", "unix://" + criSock, "--state-dir", filepath.Join(runDir, "cri-state"),
 			"--network", network, "--stream-address", "127.0.0.1:0", "-v=2"}}
 	criProc.Args = append(criProc.Args, criExtra...)
@@ -346,7 +349,7 @@ func setup() (cleanup func()) {
 	if vkKubeconfig, err = nodeKubeconfig(nodeName); err != nil {
 		return fail(err)
 	}
-	if nodeConformance && kubeletNode { // kubelet_node_test.go: a real kubelet in vk-cri's place
+	if kubeletNode { // kubelet_node_test.go: a real kubelet in vk-cri's place
 		if err := startKubeletNode(ctx, toolsDir, vkKubeconfig, network); err != nil {
 			return fail(err)
 		}
@@ -377,8 +380,12 @@ func setup() (cleanup func()) {
 	startVK := func() error {
 		vkStarts++
 		vkLog = filepath.Join(runDir, fmt.Sprintf("vk-cri.%d.log", vkStarts))
-		stopVK, err = startProcess(vkLog, filepath.Join(binDir, "vk-cri"), vkArgs...)
-		return err
+		p, err := startProc(vkLog, filepath.Join(binDir, "vk-cri"), vkArgs...)
+		if err != nil {
+			return err
+		}
+		nodeProc, stopVK = p, func() { _, _ = p.Stop(syscall.SIGTERM) }
+		return nil
 	}
 	if err := startVK(); err != nil {
 		return fail(err)
@@ -440,11 +447,20 @@ func deleteAllPods() {
 // startProcess runs a binary with its output in logPath; stop sends
 // SIGTERM and waits (then SIGKILL).
 func startProcess(logPath, bin string, args ...string) (stop func(), err error) {
+	p, err := startProc(logPath, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	return func() { _, _ = p.Stop(syscall.SIGTERM) }, nil
+}
+
+// startProc is startProcess, giving the process.
+func startProc(logPath, bin string, args ...string) (*suite.Process, error) {
 	p := &suite.Process{Name: filepath.Base(bin), Bin: bin, Args: args, LogFile: logPath, OwnGroup: true}
 	if err := p.Start(); err != nil {
 		return nil, err
 	}
-	return func() { _, _ = p.Stop(syscall.SIGTERM) }, nil
+	return p, nil
 }
 
 func waitSocket(path string, d time.Duration) error { return suite.WaitSocket(path, d, nil) }
