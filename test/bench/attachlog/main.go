@@ -80,7 +80,8 @@ func copyFrames(r io.Reader, w *crilog.Writer) error {
 			return err
 		}
 		now := time.Now()
-		p := append(pending[i], buf[:n]...)
+		pending[i] = append(pending[i], buf[:n]...)
+		p := pending[i]
 		if end := bytes.LastIndexByte(p, '\n'); end >= 0 {
 			if err := w.WriteRecord(now, s, false, p[:end+1]); err != nil {
 				return err
@@ -93,7 +94,7 @@ func copyFrames(r io.Reader, w *crilog.Writer) error {
 			}
 			p = p[crilog.MaxLineSize:]
 		}
-		pending[i] = append(pending[i][:0], p...)
+		pending[i] = append(pending[i][:0], p...) // the rest moves to the front (copy handles the overlap)
 	}
 	for i, p := range pending {
 		if len(p) > 0 {
