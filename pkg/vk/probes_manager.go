@@ -3,6 +3,7 @@ package vk
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -101,6 +102,11 @@ type probeSet struct {
 	onChange func()                                              // wakes the pod's worker
 	event    func(t *probeTarget, warn bool, reason, msg string) // may be nil
 
+	// started is when the node started (zero: never spread), and jitter
+	// picks a wait in [0, d) (probes_worker.go).
+	started time.Time
+	jitter  func(d time.Duration) time.Duration
+
 	mu   sync.Mutex
 	byID map[string]*containerProbes
 	// terminating: the pod is being killed. As kubelet, only readiness
@@ -111,7 +117,8 @@ type probeSet struct {
 }
 
 func newProbeSet(clk clock.WithTicker, check probeFunc, onChange func()) *probeSet {
-	return &probeSet{clock: clk, check: check, onChange: onChange, byID: map[string]*containerProbes{}}
+	return &probeSet{clock: clk, check: check, onChange: onChange, byID: map[string]*containerProbes{},
+		jitter: func(d time.Duration) time.Duration { return rand.N(d) }}
 }
 
 func hasProbes(c *v1.Container) bool {

@@ -97,6 +97,19 @@ func execProbe(success, failure int32) *v1.Probe {
 		PeriodSeconds: 1, TimeoutSeconds: 1, SuccessThreshold: success, FailureThreshold: failure}
 }
 
+// waitCalls waits (in real time: the worker's goroutine runs) until
+// kind's probe has been called want times.
+func (f *probeFixture) waitCalls(t *testing.T, kind probeKind, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.s.n(kind) < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d %s probes, want %d", f.s.n(kind), kind, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // steps runs kind's worker once per answer.
 func (f *probeFixture) steps(kind probeKind, answers ...probeResult) {
 	f.s.mu.Lock()
@@ -325,16 +338,7 @@ func TestProbeRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { f.workers[probeReadiness].run(ctx); close(done) }()
-	waitCalls := func(want int) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for f.s.n(probeReadiness) < want {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d probes, want %d", f.s.n(probeReadiness), want)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
+	waitCalls := func(want int) { t.Helper(); f.waitCalls(t, probeReadiness, want) }
 	for !f.clk.HasWaiters() {
 		time.Sleep(time.Millisecond)
 	}
@@ -350,6 +354,56 @@ func TestProbeRun(t *testing.T) {
 	waitCalls(2)
 	cancel()
 	<-done
+}
+
+// TestProbeSpreadAfterStart: within a period of the node's start, a
+// running container's probe first waits its jitter (as kubelet's prober
+// after a restart), then probes every period; later it probes at once.
+func TestProbeSpreadAfterStart(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		sinceStart time.Duration
+		first      time.Duration // fake time until the first probe
+	}{
+		{"just started", time.Second, 7 * time.Second},
+		{"started long ago", time.Hour, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := execProbe(1, 1)
+			p.PeriodSeconds = 10
+			f := newProbeFixture(&v1.Container{Name: "c", ReadinessProbe: p})
+			f.set.started = f.clk.Now().Add(-tc.sinceStart)
+			var asked []time.Duration
+			f.set.jitter = func(d time.Duration) time.Duration { asked = append(asked, d); return 7 * time.Second }
+			f.s.answers = []probeResult{resultSuccess, resultSuccess}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { f.workers[probeReadiness].run(ctx); close(done) }()
+			defer func() { cancel(); <-done }()
+			waitCalls := func(want int) { t.Helper(); f.waitCalls(t, probeReadiness, want) }
+			if tc.first > 0 {
+				for !f.clk.HasWaiters() {
+					time.Sleep(time.Millisecond)
+				}
+				if n := f.s.n(probeReadiness); n != 0 {
+					t.Fatalf("%d probes before the jitter", n)
+				}
+				f.clk.Step(tc.first)
+			}
+			waitCalls(1)
+			if tc.first > 0 && (len(asked) != 1 || asked[0] != 10*time.Second) {
+				t.Errorf("jitter asked for %v, want one wait within the 10 s period", asked)
+			}
+			if tc.first == 0 && len(asked) != 0 {
+				t.Errorf("jitter asked for %v long after the start", asked)
+			}
+			for !f.clk.HasWaiters() {
+				time.Sleep(time.Millisecond)
+			}
+			f.clk.Step(10 * time.Second)
+			waitCalls(2)
+		})
+	}
 }
 
 func TestProbeStatusMapping(t *testing.T) {

@@ -46,18 +46,32 @@ func seconds(v, def int32) time.Duration {
 
 func (pw *probeWorker) run(ctx context.Context) {
 	clk := pw.set.clock
-	// The first probe when the initial delay (from the container's start)
-	// has passed, then one every period or when triggered.
-	if d := pw.t.startedAt.Add(time.Duration(pw.spec.InitialDelaySeconds) * time.Second).Sub(clk.Now()); d > 0 {
+	period := seconds(pw.spec.PeriodSeconds, 10)
+	sleep := func(d time.Duration) bool {
 		t := clk.NewTimer(d)
+		defer t.Stop()
 		select {
 		case <-ctx.Done():
-			t.Stop()
-			return
+			return false
 		case <-t.C():
+			return true
 		}
 	}
-	tick := clk.NewTicker(seconds(pw.spec.PeriodSeconds, 10))
+	// As kubelet's prober: within a period of the node's start (a
+	// restart finds every running container's probes due at once), each
+	// probe first waits a random part of its period, so that they spread
+	// over it instead of reaching the runtime together.
+	if s := pw.set.started; !s.IsZero() && clk.Since(s) < period && pw.set.jitter != nil {
+		if !sleep(pw.set.jitter(period)) {
+			return
+		}
+	}
+	// The first probe when the initial delay (from the container's start)
+	// has passed, then one every period or when triggered.
+	if d := pw.t.startedAt.Add(time.Duration(pw.spec.InitialDelaySeconds) * time.Second).Sub(clk.Now()); d > 0 && !sleep(d) {
+		return
+	}
+	tick := clk.NewTicker(period)
 	defer tick.Stop()
 	for {
 		pw.step(ctx)

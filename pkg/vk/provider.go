@@ -63,9 +63,12 @@ type Config struct {
 // Provider is the virtual-kubelet provider: it runs the pods of its node
 // through CRI, one worker per pod.
 type Provider struct {
-	cfg     Config
-	rt      *Runtime
-	clock   clock.WithTicker
+	cfg   Config
+	rt    *Runtime
+	clock clock.WithTicker
+	// started is when the provider was made: probes of containers found
+	// running spread over their period after it (probes_worker.go).
+	started time.Time
 	backoff *backoff
 	objects objectSource
 	// mem mounts the tmpfs of secret, projected and downwardAPI volumes
@@ -133,7 +136,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 		return nil, fmt.Errorf("CRI Version: %w", err)
 	}
 	p := &Provider{
-		cfg: cfg, rt: cfg.Runtime, clock: cfg.Clock,
+		cfg: cfg, rt: cfg.Runtime, clock: cfg.Clock, started: cfg.Clock.Now(),
 		backoff:        newBackoff(cfg.Clock, backoffInitial, backoffMax),
 		mem:            &memoryMedium{},
 		runtimeName:    v.GetRuntimeName(),

@@ -90,6 +90,7 @@ func newPodWorker(p *Provider, pod *v1.Pod) *podWorker {
 	// A probe result that changes wakes the worker: readiness changes
 	// the status, a liveness failure kills the container.
 	w.probes = newProbeSet(p.clock, p.runner.probe, w.poke)
+	w.probes.started = p.started
 	w.probes.event = func(t *probeTarget, warn bool, reason, msg string) {
 		p.containerEvent(t.pod, t.c.Name, warn, reason, msg)
 	}
