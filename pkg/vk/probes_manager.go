@@ -118,7 +118,7 @@ type probeSet struct {
 
 func newProbeSet(clk clock.WithTicker, check probeFunc, onChange func()) *probeSet {
 	return &probeSet{clock: clk, check: check, onChange: onChange, byID: map[string]*containerProbes{},
-		jitter: func(d time.Duration) time.Duration { return rand.N(d) }}
+		jitter: rand.N[time.Duration]}
 }
 
 func hasProbes(c *v1.Container) bool {
