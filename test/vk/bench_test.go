@@ -279,6 +279,7 @@ func startupRound(b *testing.B, mode string, round int) []time.Duration {
 		mu.Unlock()
 	}
 	watched := watchNode(b, mode)
+	roundStart := time.Now()
 	b.StartTimer()
 	switch mode {
 	case "concurrent":
@@ -299,17 +300,27 @@ func startupRound(b *testing.B, mode string, round int) []time.Duration {
 	mu.Lock()
 	defer mu.Unlock()
 	lat := make([]time.Duration, 0, n)
+	names := make([]string, 0, n)
 	for name, t0 := range created {
 		lat = append(lat, ready[name].Sub(t0))
+		names = append(names, name)
 	}
 	if len(lat) != n {
 		b.Fatalf("%d of %d pods created", len(lat), n)
 	}
+	// The slowest pods, created when (from the round's start): where a
+	// tail comes from, in the node's log.
+	slices.SortFunc(names, func(x, y string) int { return cmp.Compare(ready[y].Sub(created[y]), ready[x].Sub(created[x])) })
+	var slow []string
+	for _, name := range names[:min(3, len(names))] {
+		slow = append(slow, fmt.Sprintf("%s/%s %.3fs (created at +%.3fs)", ns, name, ready[name].Sub(created[name]).Seconds(), created[name].Sub(roundStart).Seconds()))
+	}
+	fmt.Fprintf(os.Stderr, "slowest: %s\n", strings.Join(slow, ", "))
 	return lat
 }
 
-// removeNamespacePods deletes the namespace's pods and waits until vk-cri
-// has removed them from the runtime, so that rounds do not overlap.
+// removeNamespacePods deletes the namespace's pods and waits until the
+// node has stopped them in the runtime, so that rounds do not overlap.
 func removeNamespacePods(b *testing.B, ns string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -323,6 +334,21 @@ func removeNamespacePods(b *testing.B, ns string) {
 			return false, err.Error()
 		}
 		return len(pods.Items) == 0, fmt.Sprint(len(pods.Items), " left")
+	}); err != nil {
+		b.Error(err)
+	}
+	// A pod leaves the API once its containers have stopped; its sandbox
+	// stops after (and kubelet removes it later still). Wait for every
+	// sandbox of the namespace to be stopped, or the next round starts
+	// beside their teardown.
+	if err := suite.Poll("the sandboxes of "+ns+" stopped", 5*time.Minute, func() (bool, string) {
+		sbs, err := cri.ListPodSandbox(ctx, &runtimeapi.PodSandboxFilter{
+			State:         &runtimeapi.PodSandboxStateValue{State: runtimeapi.PodSandboxState_SANDBOX_READY},
+			LabelSelector: map[string]string{"io.kubernetes.pod.namespace": ns}})
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(sbs) == 0, fmt.Sprint(len(sbs), " ready")
 	}); err != nil {
 		b.Error(err)
 	}
@@ -346,6 +372,7 @@ func saveProfile(ctx context.Context, kind string, span time.Duration, path stri
 	if err != nil {
 		return err
 	}
+	hc.Timeout = span + time.Minute // the answer comes once the span is over
 	defer hc.CloseIdleConnections()
 	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("https://%s/debug/pprof/%s?seconds=%d", kubeletAddr, kind, int(span.Seconds())), nil)
 	if err != nil {

@@ -35,7 +35,9 @@ const probePeriod = 10
 // node, its cri-compose, dockerd, containerd and the containerd shims
 // (with what they reaped: runc and the probes' commands), the whole
 // machine's, and the API server's requests per second (watches aside,
-// the API server's own included).
+// the API server's own included). It runs after BenchmarkPodStartup (this
+// file's name sorts after bench_test.go), whose latencies its 220
+// containers and their removal would disturb.
 func BenchmarkNodeAtRest(b *testing.B) {
 	prepared.Need(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
