@@ -335,6 +335,26 @@ func tailCRILog(path string, r *arrivals, stop <-chan struct{}) error {
 	}
 }
 
+// plainLogspam creates logspam with args in a plain container with the
+// engine log cri-compose gives app containers (json-file, 4 MiB x 5),
+// labelled for the run's sweep; attach: its output also goes to an attach
+// stream made before the start.
+func plainLogspam(ctx context.Context, e *benchEnv, name, image string, args []string, attach bool) (id string, remove func(), err error) {
+	id, err = e.d.ContainerCreate(ctx, name,
+		&container.Config{Image: image, Cmd: append([]string{"/bin/logspam"}, args...), AttachStdout: attach, AttachStderr: attach,
+			Labels: map[string]string{sandbox.LabelPodNamespace: e.namespace}},
+		&container.HostConfig{NetworkMode: "none",
+			LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "4m", "max-file": "5"}}}, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	return id, func() {
+		ctx, cancel := ctxTimeout(time.Minute)
+		defer cancel()
+		_ = e.d.ContainerRemove(ctx, id)
+	}, nil
+}
+
 // --- the engine's attach stream, written as a CRI log (attachlog)
 
 // attachLogPath runs the program in a plain container with the same engine
@@ -351,20 +371,11 @@ type attachLogPath struct {
 func (p *attachLogPath) name() string { return pathAttach }
 
 func (p *attachLogPath) run(ctx context.Context, tag string, args []string, window *time.Duration) (logResult, error) {
-	name := fmt.Sprintf("ccb-%s-attach-%s", runID, tag)
-	id, err := p.e.d.ContainerCreate(ctx, name,
-		&container.Config{Image: p.image, Cmd: append([]string{"/bin/logspam"}, args...), AttachStdout: true, AttachStderr: true,
-			Labels: map[string]string{sandbox.LabelPodNamespace: p.e.namespace}},
-		&container.HostConfig{NetworkMode: "none",
-			LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "4m", "max-file": "5"}}}, nil)
+	id, remove, err := plainLogspam(ctx, p.e, fmt.Sprintf("ccb-%s-attach-%s", runID, tag), p.image, args, true)
 	if err != nil {
 		return logResult{}, err
 	}
-	defer func() {
-		ctx, cancel := ctxTimeout(time.Minute)
-		defer cancel()
-		_ = p.e.d.ContainerRemove(ctx, id)
-	}()
+	defer remove()
 	path := filepath.Join(p.logDir, tag+".log")
 	cmd := exec.CommandContext(ctx, p.bin, "-container", id, "-log", path)
 	cmd.Stderr = os.Stderr
@@ -403,19 +414,11 @@ type floorLogPath struct {
 func (p *floorLogPath) name() string { return pathFloor }
 
 func (p *floorLogPath) run(ctx context.Context, tag string, args []string, window *time.Duration) (logResult, error) {
-	name := fmt.Sprintf("ccb-%s-logs-%s", runID, tag)
-	id, err := p.e.d.ContainerCreate(ctx, name,
-		&container.Config{Image: p.image, Cmd: append([]string{"/bin/logspam"}, args...), Labels: map[string]string{sandbox.LabelPodNamespace: p.e.namespace}},
-		&container.HostConfig{NetworkMode: "none",
-			LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "4m", "max-file": "5"}}}, nil)
+	id, remove, err := plainLogspam(ctx, p.e, fmt.Sprintf("ccb-%s-logs-%s", runID, tag), p.image, args, false)
 	if err != nil {
 		return logResult{}, err
 	}
-	defer func() {
-		ctx, cancel := ctxTimeout(time.Minute)
-		defer cancel()
-		_ = p.e.d.ContainerRemove(ctx, id)
-	}()
+	defer remove()
 	r := &arrivals{}
 	stop := make(chan struct{})
 	done := cpuSpan(0)
