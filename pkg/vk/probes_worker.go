@@ -61,7 +61,7 @@ func (pw *probeWorker) run(ctx context.Context) {
 	// restart finds every running container's probes due at once), each
 	// probe first waits a random part of its period, so that they spread
 	// over it instead of reaching the runtime together.
-	if s := pw.set.started; !s.IsZero() && clk.Since(s) < period && pw.set.jitter != nil {
+	if s := pw.set.started; !s.IsZero() && clk.Since(s) < period {
 		if !sleep(pw.set.jitter(period)) {
 			return
 		}

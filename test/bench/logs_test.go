@@ -279,17 +279,31 @@ func (p *criLogPath) run(ctx context.Context, tag string, args []string, window 
 	if err := os.MkdirAll(pc.LogDirectory, 0o755); err != nil {
 		return logResult{}, err
 	}
+	return readCRILog(path, p.pid, window, func() error {
+		_, err := p.rt.StartContainer(ctx, &runtime.StartContainerRequest{ContainerId: ct.ContainerId})
+		if err != nil {
+			return fmt.Errorf("StartContainer: %w", err)
+		}
+		return nil
+	})
+}
+
+// readCRILog starts the container (start) and reads the CRI log file at
+// path as it grows until END, or for the window (arrivals.await), measuring
+// the CPU of the watched processes with the writer's (pid: cri-compose or
+// attachlog; 0: none of ours).
+func readCRILog(path string, pid int, window *time.Duration, start func() error) (logResult, error) {
 	r := &arrivals{}
 	stop := make(chan struct{})
 	tailed := make(chan error, 1)
 	go func() { tailed <- tailCRILog(path, r, stop) }()
-	done := cpuSpan(p.pid)
-	start := time.Now()
-	if _, err := p.rt.StartContainer(ctx, &runtime.StartContainerRequest{ContainerId: ct.ContainerId}); err != nil {
+	done := cpuSpan(pid)
+	at := time.Now()
+	if err := start(); err != nil {
 		close(stop)
-		return logResult{}, fmt.Errorf("StartContainer: %w", err)
+		return logResult{}, err
 	}
-	return r.await(start, window, done, func() func() map[string]time.Duration { return cpuSpan(p.pid) }, stop, tailed)
+	return r.await(at, window, done, func() func() map[string]time.Duration { return cpuSpan(pid) }, stop, tailed)
 }
 
 // tailCRILog reads a CRI log file as it grows, every 2 ms, until END or
@@ -390,18 +404,7 @@ func (p *attachLogPath) run(ctx context.Context, tag string, args []string, wind
 	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "attached\n" {
 		return logResult{}, fmt.Errorf("attachlog: %q, %v", line, err)
 	}
-	pid := cmd.Process.Pid
-	r := &arrivals{}
-	stop := make(chan struct{})
-	tailed := make(chan error, 1)
-	go func() { tailed <- tailCRILog(path, r, stop) }()
-	done := cpuSpan(pid)
-	start := time.Now()
-	if err := p.e.d.ContainerStart(ctx, id); err != nil {
-		close(stop)
-		return logResult{}, err
-	}
-	return r.await(start, window, done, func() func() map[string]time.Duration { return cpuSpan(pid) }, stop, tailed)
+	return readCRILog(path, cmd.Process.Pid, window, func() error { return p.e.d.ContainerStart(ctx, id) })
 }
 
 // --- the engine's own path: a follower of a plain container's engine log
