@@ -137,8 +137,23 @@ func setLogAccess(f *os.File, a perm.Access) error {
 // All records of one call go to the file in a single write, so a concurrent
 // Reopen never splits them across files.
 func (w *Writer) WriteRecord(ts time.Time, stream Stream, partial bool, content []byte) error {
+	_, err := w.write(ts, stream, partial, content, false)
+	return err
+}
+
+// WriteLines is WriteRecord, but each line after the first is stamped a
+// nanosecond after the one before, as if each had been stamped as it was
+// read: a burst of lines that arrived together keeps its order by time,
+// and a time picked from one of its records (kubectl logs --since-time)
+// splits it there. The pieces of one line share their stamp. last is the
+// last line's stamp.
+func (w *Writer) WriteLines(ts time.Time, stream Stream, partial bool, content []byte) (last time.Time, err error) {
+	return w.write(ts, stream, partial, content, true)
+}
+
+func (w *Writer) write(ts time.Time, stream Stream, partial bool, content []byte, step bool) (time.Time, error) {
 	if stream != Stdout && stream != Stderr {
-		return fmt.Errorf("write log %s: invalid stream %q", w.path, stream)
+		return ts, fmt.Errorf("write log %s: invalid stream %q", w.path, stream)
 	}
 	content = bytes.TrimSuffix(content, []byte{'\n'})
 
@@ -146,11 +161,14 @@ func (w *Writer) WriteRecord(ts time.Time, stream Stream, partial bool, content 
 	defer w.mu.Unlock()
 	if w.f == nil {
 		w.counters.count(stream, 0, os.ErrClosed) // metrics.go
-		return fmt.Errorf("write log %s: %w", w.path, os.ErrClosed)
+		return ts, fmt.Errorf("write log %s: %w", w.path, os.ErrClosed)
 	}
 	buf := w.buf[:0]
 	records := 0
-	for {
+	for first := true; ; first = false {
+		if step && !first {
+			ts = ts.Add(time.Nanosecond)
+		}
 		line, rest, more := bytes.Cut(content, []byte{'\n'})
 		unfinished := partial && !more
 		// An empty unfinished line carries nothing; an empty finished one is
@@ -180,23 +198,23 @@ func (w *Writer) WriteRecord(ts time.Time, stream Stream, partial bool, content 
 		w.buf = buf
 	}
 	if len(buf) == 0 {
-		return nil
+		return ts, nil
 	}
 	if w.full != nil && !w.hasRoom() { // full.go
 		w.dropForRoom(records, 0, nil)
-		return nil
+		return ts, nil
 	}
 	n, err := w.f.Write(buf)
 	if isNoSpace(err) { // full.go: dropped and counted, not retried
 		w.dropForRoom(records, n, err)
-		return nil
+		return ts, nil
 	}
 	w.counters.count(stream, n, err) // metrics.go
 	if err != nil {
-		return fmt.Errorf("write log %s: %w", w.path, err)
+		return ts, fmt.Errorf("write log %s: %w", w.path, err)
 	}
 	w.roomAgain()
-	return nil
+	return ts, nil
 }
 
 func appendRecord(dst []byte, ts time.Time, stream Stream, tag byte, content []byte) []byte {

@@ -56,22 +56,27 @@ func Pump(ctx context.Context, w *Writer, src Source, tty bool, from Position, s
 		}
 	}()
 
-	p := &pump{ctx: ctx, w: w, gate: gate, from: from, last: from}
-	if tty {
-		// ReadSlice cuts a long line into pieces of the buffer's size.
-		err = p.raw(bufio.NewReaderSize(rc, maxPiece))
-	} else {
-		// Frames carry their length and are read whole with io.ReadFull
-		// from the response body, which the HTTP client buffers already:
-		// no buffer of our own, so the pump of a quiet container (most of
-		// them, most of the time) holds no 64 KiB (BENCHMARKS.md, memory).
-		err = p.multiplexed(rc)
-	}
+	p := &pump{ctx: ctx, write: w.WriteRecord, gate: gate, from: from, last: from}
+	err = p.decode(rc, tty)
 	if ctx.Err() != nil {
 		// Whatever the read returned, it was caused by the cancellation.
 		return p.last, ctx.Err()
 	}
 	return p.last, err
+}
+
+// decode reads a log stream of the engine's (decode's tty as Pump's) and
+// hands every piece of a message to p.piece.
+func (p *pump) decode(rc io.Reader, tty bool) error {
+	if tty {
+		// ReadSlice cuts a long line into pieces of the buffer's size.
+		return p.raw(bufio.NewReaderSize(rc, maxPiece))
+	}
+	// Frames carry their length and are read whole with io.ReadFull
+	// from the response body, which the HTTP client buffers already:
+	// no buffer of our own, so the pump of a quiet container (most of
+	// them, most of the time) holds no 64 KiB (BENCHMARKS.md, memory).
+	return p.multiplexed(rc)
 }
 
 // Mark is where a pump is in one stream of a container's log: the time of
@@ -130,7 +135,7 @@ func Resume(pos Position, pendingOut, pendingErr, holding bool) time.Time {
 
 type pump struct {
 	ctx     context.Context
-	w       *Writer
+	write   func(ts time.Time, s Stream, partial bool, b []byte) error // Writer.WriteRecord
 	gate    *Gate
 	from    Position
 	skipped [2]int // messages of each stream stamped at from's mark skipped so far
@@ -254,7 +259,7 @@ func (p *pump) piece(stream Stream, b []byte, first bool) error {
 	// Docker ends a complete line with '\n'; without it the message (or this
 	// piece of a capped one) is partial.
 	partial := len(b) == 0 || b[len(b)-1] != '\n'
-	if err := p.w.WriteRecord(p.ts, stream, partial, b); err != nil {
+	if err := p.write(p.ts, stream, partial, b); err != nil {
 		return err
 	}
 	p.next.Open = partial
