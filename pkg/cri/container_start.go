@@ -16,10 +16,10 @@ func (s *Server) StartContainer(ctx context.Context, r *runtime.StartContainerRe
 	if c.State != runtime.ContainerState_CONTAINER_CREATED {
 		return nil, grpcError(fmt.Errorf("start container %s: it is %s, not created: %w", c.ID, c.State, errPrecondition))
 	}
-	// Attached before the start, so that even its first output is held to
-	// its log pump's pace (logs.go).
+	// Attached before the start, so that its log is written from the
+	// stream from its first output on (logs.go).
 	if c.LogPath != "" {
-		s.pumps.holdBeforeStart(ctx, c.ID, c.Tty)
+		s.pumps.streamBeforeStart(ctx, c.ID, c.LogPath, c.Tty, s.runningFn(c.ID))
 	}
 	startErr := s.docker.ContainerStart(ctx, c.ID)
 	if startErr == nil {

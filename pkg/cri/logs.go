@@ -17,12 +17,16 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 )
 
-// logPumps runs one pump per container: it follows the engine's log stream
-// and writes CRI-format lines to the container's log path, resuming after
-// the last line already written. Beside each pump, the container's attach
-// stream is read through a crilog.Gate, which holds the container back
-// while its pump is behind, so the engine's capped log never rotates away
-// output the pump has not read.
+// logPumps runs one pump per container, which writes CRI-format lines to
+// the container's log path. A container this server starts has its log
+// written from its attach stream, attached before the start
+// (streamBeforeStart). One that runs on without such a stream (after a
+// restart of this server, or of the engine) has it written from the
+// engine's log, resuming where the log file ends (crilog.Seam); beside
+// such a pump the container's attach stream is read through a
+// crilog.Gate, which holds the container back while its pump is behind,
+// so the engine's capped log never rotates away output the pump has not
+// read.
 type logPumps struct {
 	docker Engine
 	access perm.Access // who besides root may read the log files
@@ -69,21 +73,89 @@ func newLogPumps(d Engine, a perm.Access) *logPumps {
 	return &logPumps{docker: d, access: a, local: d.IsLocal(), pumps: map[string]*pump{}, holders: map[string]*holder{}}
 }
 
-// holdBeforeStart attaches to a created container, so that everything it
-// writes once started is held to its pump's pace. A failure to attach only
-// costs the backpressure, not the start, and is logged.
-func (l *logPumps) holdBeforeStart(ctx context.Context, id string, tty bool) {
+// streamBeforeStart attaches to a created container and writes its CRI
+// log at path from the attach stream, from its first output on, as
+// containerd's shim writes it from the container's pipe. A container's
+// output then never waits on the engine's log: the engine still writes
+// it (the source after a restart of this server), but nothing reads it
+// back while the stream lasts. A failure to attach or to open the log is
+// logged, and the pump that ensure starts after the start reads the
+// engine's log instead.
+func (l *logPumps) streamBeforeStart(ctx context.Context, id, path string, tty bool, running func(context.Context) bool) {
 	st, err := l.docker.ContainerAttach(ctx, id, dockerapi.AttachConfig{Stdout: true, Stderr: true})
 	if err != nil {
-		klog.InfoS("Cannot attach to the container before its start; its output is not held to the log pump's pace", "container", id, "err", err)
+		klog.InfoS("Cannot attach to the container before its start; its log is read from the engine's log", "container", id, "err", err)
 		return
 	}
+	w, err := crilog.OpenWriterFor(path, l.access)
+	if err != nil {
+		st.Close()
+		klog.ErrorS(err, "Cannot open container log", "container", id, "path", path)
+		return
+	}
+	w.CountInto(&l.counters) // metrics.go
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if h, ok := l.holders[id]; ok {
-		h.cancel()
+	if p, ok := l.pumps[id]; ok {
+		p.cancel()
 	}
-	l.holders[id] = l.startHolder(id, tty, st)
+	pctx, cancel := context.WithCancel(context.Background())
+	p := &pump{cancel: cancel, done: make(chan struct{}), w: w}
+	l.pumps[id] = p
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer close(p.done)
+		defer w.Close()
+		l.stream(pctx, id, path, tty, st, w, running)
+	}()
+}
+
+// stream writes the container's log from its attach stream until the
+// container exits. If the stream breaks first (an engine restart, a lost
+// connection to a remote engine), the engine's log takes over where the
+// stream's records end (crilog.Seam), held by a gate as after a restart of
+// this server.
+func (l *logPumps) stream(ctx context.Context, id, path string, tty bool, st *dockerapi.Stream, w *crilog.Writer, running func(context.Context) bool) {
+	stop := context.AfterFunc(ctx, func() { st.Close() })
+	err := crilog.CopyAttach(st.Reader, tty, w)
+	stop()
+	st.Close()
+	if ctx.Err() != nil {
+		return
+	}
+	if err == nil && !running(ctx) {
+		return // exited: all it wrote came through the stream
+	}
+	klog.InfoS("The attach stream ended while the container runs; its log goes on from the engine's log", "container", id, "err", err)
+	pos := l.seam(ctx, id, path, tty)
+	pid := 0
+	if in, err := l.docker.ContainerInspect(ctx, id); err == nil && in.State != nil {
+		pid = in.State.Pid
+	}
+	l.mu.Lock()
+	l.hold(id, tty)
+	h := l.holders[id]
+	l.openAtExit(h, id, pid)
+	l.mu.Unlock()
+	l.run(ctx, id, w, tty, pos, h, running)
+}
+
+// seam is where the container's log at path ends in the engine's log
+// (crilog.Seam). Without an answer from the engine, the records' times
+// stand for the engine's stamps.
+func (l *logPumps) seam(ctx context.Context, id, path string, tty bool) crilog.Position {
+	pos, err := crilog.Seam(ctx, path, func(ctx context.Context, since time.Time) (io.ReadCloser, error) {
+		return l.docker.ContainerLogs(ctx, id, since, false)
+	}, tty)
+	if err == nil {
+		return pos
+	}
+	klog.InfoS("Cannot find where the container's log ends in the engine's log; resuming by time", "container", id, "err", err)
+	if pos, err = crilog.LastPosition(path); err != nil {
+		klog.InfoS("Log file has no readable last line; reading the engine's log from the start", "container", id, "err", err)
+	}
+	return pos
 }
 
 // hold keeps a holder on a running container that has none (after a
@@ -97,12 +169,11 @@ func (l *logPumps) hold(id string, tty bool) {
 			return
 		}
 	}
-	l.holders[id] = l.startHolder(id, tty, nil)
+	l.holders[id] = l.startHolder(id, tty)
 }
 
-// startHolder runs a holder; first is an attach already made before the
-// container started, or nil. l.mu is held.
-func (l *logPumps) startHolder(id string, tty bool, first *dockerapi.Stream) *holder {
+// startHolder runs a holder. l.mu is held.
+func (l *logPumps) startHolder(id string, tty bool) *holder {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &holder{gate: crilog.NewGate(attachWindow, gateStall), ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	l.wg.Add(1)
@@ -110,7 +181,7 @@ func (l *logPumps) startHolder(id string, tty bool, first *dockerapi.Stream) *ho
 		defer l.wg.Done()
 		defer close(h.done)
 		defer cancel() // and the exit watch with it (openAtExit)
-		h.run(ctx, l.docker, id, tty, first)
+		h.run(ctx, l.docker, id, tty)
 	}()
 	return h
 }
@@ -137,14 +208,12 @@ func (l *logPumps) openAtExit(h *holder, id string, pid int) {
 
 // run reads the attach stream through the gate until the container has
 // exited, attaching again after the stream breaks (an engine restart).
-func (h *holder) run(ctx context.Context, d Engine, id string, tty bool, st *dockerapi.Stream) {
+func (h *holder) run(ctx context.Context, d Engine, id string, tty bool) {
 	stalls := 0
 	backoff := 100 * time.Millisecond
 	for {
-		var err error
-		if st != nil {
-			h.gate.Attach(time.Time{}) // made before the start: all output counts
-		} else if st, err = d.ContainerAttach(ctx, id, dockerapi.AttachConfig{Stdout: true, Stderr: true}); err == nil {
+		st, err := d.ContainerAttach(ctx, id, dockerapi.AttachConfig{Stdout: true, Stderr: true})
+		if err == nil {
 			// Output the engine stamped a little before the attach counts
 			// too: a count too high only loosens the hold, one too low
 			// would stall it (and the engine's clock may differ a little
@@ -154,7 +223,6 @@ func (h *holder) run(ctx context.Context, d Engine, id string, tty bool, st *doc
 		if err == nil {
 			err = h.drain(ctx, st, tty)
 			st.Close()
-			st = nil
 			h.gate.Detach()
 		}
 		if n := h.gate.Stalls(); n > stalls {
@@ -258,10 +326,6 @@ func (l *logPumps) ensure(ctx context.Context, id, path string, tty bool, pid in
 		return
 	}
 	w.CountInto(&l.counters) // metrics.go
-	pos, err := crilog.LastPosition(path)
-	if err != nil {
-		klog.InfoS("Log file has no readable last line; reading the engine's log from the start", "container", id, "err", err)
-	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	p := &pump{cancel: cancel, done: make(chan struct{}), w: w}
 	l.pumps[id] = p
@@ -273,7 +337,7 @@ func (l *logPumps) ensure(ctx context.Context, id, path string, tty bool, pid in
 		defer l.wg.Done()
 		defer close(p.done)
 		defer w.Close()
-		l.run(ctx, id, w, tty, pos, h, running)
+		l.run(ctx, id, w, tty, l.seam(ctx, id, path, tty), h, running)
 	}()
 }
 

@@ -2,10 +2,12 @@ package cri_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,13 +22,38 @@ import (
 
 // slowLogs is the real engine whose log fetches each answer delay late, as
 // a loaded engine's do: the log pump falls far behind a container that
-// writes fast, and the gate holds the container.
+// writes fast, and the gate holds the container. Its first attach to a
+// container fails, so that the container's log is written from the
+// engine's log, as after a restart of the server; or, with breakAfter,
+// that attach breaks after that long, as at an engine restart.
 type slowLogs struct {
 	*dockerapi.Client
-	delay time.Duration
+	delay      time.Duration
+	breakAfter time.Duration // 0: the first attach fails
+
+	mu       sync.Mutex
+	attached map[string]bool
 }
 
-func (e slowLogs) wait(ctx context.Context) error {
+func (e *slowLogs) ContainerAttach(ctx context.Context, id string, o dockerapi.AttachConfig) (*dockerapi.Stream, error) {
+	e.mu.Lock()
+	first := !e.attached[id]
+	if e.attached == nil {
+		e.attached = map[string]bool{}
+	}
+	e.attached[id] = true
+	e.mu.Unlock()
+	if first && e.breakAfter == 0 {
+		return nil, errors.New("attach refused by the test")
+	}
+	st, err := e.Client.ContainerAttach(ctx, id, o)
+	if err == nil && first {
+		time.AfterFunc(e.breakAfter, func() { st.Conn.Close() })
+	}
+	return st, err
+}
+
+func (e *slowLogs) wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -35,21 +62,22 @@ func (e slowLogs) wait(ctx context.Context) error {
 	}
 }
 
-func (e slowLogs) ContainerLogs(ctx context.Context, id string, since time.Time, follow bool) (io.ReadCloser, error) {
+func (e *slowLogs) ContainerLogs(ctx context.Context, id string, since time.Time, follow bool) (io.ReadCloser, error) {
 	if err := e.wait(ctx); err != nil {
 		return nil, err
 	}
 	return e.Client.ContainerLogs(ctx, id, since, follow)
 }
 
-func (e slowLogs) ContainerLogTail(ctx context.Context, id string, since time.Time, tail int) (io.ReadCloser, error) {
+func (e *slowLogs) ContainerLogTail(ctx context.Context, id string, since time.Time, tail int) (io.ReadCloser, error) {
 	if err := e.wait(ctx); err != nil {
 		return nil, err
 	}
 	return e.Client.ContainerLogTail(ctx, id, since, tail)
 }
 
-// TestLogCompleteBehindSlowPump: a container writes 10 MB as fast as it can
+// TestLogCompleteBehindSlowPump: a container whose log is written from the
+// engine's log (its attach before the start failed) writes 10 MB as fast as it can
 // and exits while its log pump, whose every fetch takes a second, is far
 // behind and the gate holds the container. The engine gives a process's
 // output only 2 s to drain once the process exits, so the gate must let go
@@ -62,7 +90,7 @@ func TestLogCompleteBehindSlowPump(t *testing.T) {
 	d := images.Engine(t)
 	images.NeedBusybox(t, d, testImage)
 	srv, stop := cri.NewFakeServer(cri.Config{Network: testNetwork, StateDir: t.TempDir()},
-		slowLogs{Client: d, delay: time.Second}, d.NewEvents())
+		&slowLogs{Client: d, delay: time.Second}, d.NewEvents())
 	t.Cleanup(stop)
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan struct{})
@@ -132,5 +160,91 @@ func TestLogCompleteBehindSlowPump(t *testing.T) {
 	}
 	if len(recs) != lines+1 {
 		t.Fatalf("%d records, want %d lines and END", len(recs), lines)
+	}
+}
+
+// TestLogAttachBreaks: the attach stream a container's log is written from
+// breaks while the container writes (as at an engine restart); the
+// engine's log takes over where the stream's records end, and each line of
+// each stream is in the CRI log once, in order.
+func TestLogAttachBreaks(t *testing.T) {
+	t.Parallel()
+	d := images.Engine(t)
+	images.NeedBusybox(t, d, testImage)
+	for _, after := range []time.Duration{150 * time.Millisecond, 400 * time.Millisecond, 900 * time.Millisecond} {
+		t.Run(after.String(), func(t *testing.T) {
+			t.Parallel()
+			srv, stop := cri.NewFakeServer(cri.Config{Network: testNetwork, StateDir: t.TempDir()},
+				&slowLogs{Client: d, breakAfter: after}, d.NewEvents())
+			t.Cleanup(stop)
+			ctx, cancel := context.WithCancel(context.Background())
+			ran := make(chan struct{})
+			go func() { defer close(ran); srv.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-ran })
+			conn, _, _ := suite.Serve(t, srv.Register)
+			rt := runtime.NewRuntimeServiceClient(conn)
+			if err := suite.WaitReady(rt, 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			rctx, rcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer rcancel()
+			name := fmt.Sprintf("attachbreak-%d", time.Now().UnixNano())
+			pod := &runtime.PodSandboxConfig{
+				Metadata:     &runtime.PodSandboxMetadata{Name: name, Namespace: testNamespace, Uid: name},
+				LogDirectory: t.TempDir(),
+			}
+			run, err := rt.RunPodSandbox(rctx, &runtime.RunPodSandboxRequest{Config: pod})
+			if err != nil {
+				t.Fatal(err)
+			}
+			podID := run.GetPodSandboxId()
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				_, _ = rt.StopPodSandbox(ctx, &runtime.StopPodSandboxRequest{PodSandboxId: podID})
+				_, _ = rt.RemovePodSandbox(ctx, &runtime.RemovePodSandboxRequest{PodSandboxId: podID})
+			})
+			// About 1.5 s of output on both streams, the break in the middle.
+			const lines = 3000
+			script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do i=$((i+1)); echo "out $i"; echo "err $i" >&2; [ $((i %% 100)) = 0 ] && usleep 50000; done; echo END`, lines)
+			cc, err := rt.CreateContainer(rctx, &runtime.CreateContainerRequest{
+				PodSandboxId: podID, Config: ctrConfig("talker", script), SandboxConfig: pod,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := cc.GetContainerId()
+			if _, err := rt.StartContainer(rctx, &runtime.StartContainerRequest{ContainerId: id}); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(pod.GetLogDirectory(), "talker.log")
+			var recs []crilog.Record
+			suite.Eventually(t, "END in the CRI log", 2*time.Minute, func() (bool, string) {
+				recs = readLog(t, path)
+				for _, r := range recs {
+					if string(r.Content) == "END" {
+						return true, ""
+					}
+				}
+				return false, fmt.Sprintf("%d records", len(recs))
+			})
+			next := map[crilog.Stream]int{crilog.Stdout: 1, crilog.Stderr: 1}
+			prefix := map[crilog.Stream]string{crilog.Stdout: "out", crilog.Stderr: "err"}
+			for i, r := range recs {
+				if r.Stream == crilog.Stdout && next[r.Stream] > lines {
+					if string(r.Content) != "END" || i != len(recs)-1 {
+						t.Fatalf("record %d of %d: %s %q after stdout's last line", i+1, len(recs), r.Stream, r.Content)
+					}
+					continue
+				}
+				if want := fmt.Sprintf("%s %d", prefix[r.Stream], next[r.Stream]); string(r.Content) != want || r.Partial {
+					t.Fatalf("record %d of %d: %s %q, want %q", i+1, len(recs), r.Stream, r.Content, want)
+				}
+				next[r.Stream]++
+			}
+			if next[crilog.Stderr] != lines+1 {
+				t.Fatalf("stderr ends at line %d of %d", next[crilog.Stderr]-1, lines)
+			}
+		})
 	}
 }
