@@ -71,8 +71,9 @@ func (c *attachCopier) write(ts time.Time, s Stream, partial bool, b []byte) err
 }
 
 // attachBuf is what one read of the stream takes at most: a frame's
-// payload is the engine's read of the container's pipe (32 KiB at most).
-const attachBuf = 64 << 10
+// payload is one of the engine's reads of the container's pipe, 32 KiB at
+// most (io.Copy's buffer), and a quiet container's writer holds no more.
+const attachBuf = 32 << 10
 
 func (c *attachCopier) frames(r io.Reader) error {
 	var hdr [8]byte
