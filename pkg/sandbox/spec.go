@@ -382,10 +382,12 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 		// of a line the engine split into 16 KiB partial messages (the
 		// next line runs into it), and its follow fails on an entry half
 		// written ("proto: illegal wireType"); json-file keeps each
-		// message's '\n' and a last line without one. The pump's attach
-		// stream holds the container back so that the cap never rotates
-		// away what the pump has not read (pkg/cri/logs.go). That hold
-		// is loose: the engine queues about 1 MB of output per stream
+		// message's '\n' and a last line without one. The CRI log is
+		// written from the attach stream; this log is read back only for
+		// output no stream saw (after a restart of cri-compose), and the
+		// pump that reads it then holds the container back so that the
+		// cap never rotates away what it has not read (pkg/cri/logs.go).
+		// That hold is loose: the engine queues about 1 MB of output per stream
 		// for an attached reader before the container blocks, and in
 		// the log every line costs some 70 bytes more (JSON, stream,
 		// time), so for a flood of 13-byte lines the log may run some
@@ -393,8 +395,8 @@ func ContainerSpec(in ContainerInput, h Host) (*Spec, error) {
 		// 16 MiB past any message (it goes only when the file after its
 		// own has been rotated four times); five of 2 MiB lost stretches
 		// of such a flood under load, two of 4 MiB pieces of long lines.
-		// (Every fetch of the pump reads the whole log: more costs the
-		// engine time per fetch.)
+		// (A fetch by time reads the whole log: more costs the engine
+		// time per fetch.)
 		hc.LogConfig = container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "4m", "max-file": "5"}}
 	}
 	sbNS := in.Sandbox.GetLinux().GetSecurityContext().GetNamespaceOptions()
