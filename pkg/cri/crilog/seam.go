@@ -8,6 +8,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"time"
 )
 
@@ -31,9 +34,18 @@ import (
 // invalid UTF-8; or a log rotated away), the stream resumes after what the
 // engine stamped up to the last record's arrival.
 //
-// A missing or empty log gives the zero Position: from the start.
+// A log that is missing or empty is taken for one kubelet just rotated
+// (renamed away to <path>.<time> and asked the runtime to reopen): the
+// newest such file's end is the seam. Without one, the zero Position:
+// from the start.
 func Seam(ctx context.Context, path string, src Source, tty bool) (Position, error) {
 	t, err := readTail(path)
+	if err == nil && t.first.IsZero() {
+		if rotated := lastRotated(path); rotated != "" {
+			path = rotated
+			t, err = readTail(path)
+		}
+	}
 	if err != nil || t.first.IsZero() {
 		return Position{}, err
 	}
@@ -46,20 +58,25 @@ func Seam(ctx context.Context, path string, src Source, tty bool) (Position, err
 		return Position{}, err
 	}
 	var pos Position
+	quiet := -1 // a stream without a record near the end
 	for i, s := range streams {
 		m := pos.mark(s)
 		switch {
-		case len(t.ours[i]) == 0 && t.whole:
-			// No record of this stream at all: all of it is to come.
 		case len(t.ours[i]) == 0:
-			// No record of this stream near the end: what the engine
-			// stamped before the tail's first record was written before.
-			*m = Mark{Time: t.first}
+			quiet = i
 		case msgs[i].stamped(t.last[i]):
 			*m = *exact.mark(s)
 		default:
 			*m = msgs[i].match(t.ours[i], t.last[i])
 		}
+	}
+	if quiet >= 0 {
+		// The attach stream brings both streams in the engine's order, so
+		// what this one wrote after the other's last record was stamped
+		// after that record's message was (give or take the two copiers'
+		// skew); what it wrote before is in an older part of the log.
+		other := pos.mark(streams[1-quiet])
+		*pos.mark(streams[quiet]) = Mark{Time: other.Time.Add(-seamClock)}
 	}
 	return pos, nil
 }
@@ -83,7 +100,6 @@ type tail struct {
 	ours  [2][]byte    // the last output of each stream, lines with their '\n'
 	last  [2]time.Time // the stream's last record's time
 	first time.Time    // the first record's time (zero: no record)
-	whole bool         // the tail is the whole log
 }
 
 func readTail(path string) (tail, error) {
@@ -101,7 +117,6 @@ func readTail(path string) (tail, error) {
 		return t, fmt.Errorf("seam of %s: %w", path, err)
 	}
 	start := max(0, fi.Size()-seamScan)
-	t.whole = start == 0
 	buf := make([]byte, fi.Size()-start)
 	if _, err := f.ReadAt(buf, start); err != nil && err != io.EOF {
 		return t, fmt.Errorf("seam of %s: %w", path, err)
@@ -240,4 +255,29 @@ func (m *engineMsgs) messageEnding(end int) int {
 		return lo
 	}
 	return -1
+}
+
+// rotatedSuffix is how kubelet names a rotated container log:
+// <path>.<YYYYMMDD-hhmmss>; older ones are gzipped (.gz) and are never the
+// newest.
+var rotatedSuffix = regexp.MustCompile(`^\.[0-9]{8}-[0-9]{6}$`)
+
+// lastRotated is the newest uncompressed rotated file of the log at path,
+// or "".
+func lastRotated(path string) string {
+	entries, err := os.ReadDir(filepath.Dir(path))
+	if err != nil {
+		return ""
+	}
+	base, last := filepath.Base(path), ""
+	for _, e := range entries {
+		name := e.Name()
+		if strings.HasPrefix(name, base) && rotatedSuffix.MatchString(name[len(base):]) && name > last {
+			last = name // the names sort by time
+		}
+	}
+	if last == "" {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(path), last)
 }

@@ -143,3 +143,38 @@ func TestSeamEmpty(t *testing.T) {
 		t.Errorf("%d fetches for an empty log", e.conns)
 	}
 }
+
+// TestSeamAfterRotation: a log kubelet just rotated (renamed away, a new
+// empty file in its place) is taken over after the rotated file's end, not
+// from the start.
+func TestSeamAfterRotation(t *testing.T) {
+	var msgs []msg
+	for j := range 10 {
+		msgs = append(msgs, msg{stream: 1, ts: tsN(50 * j), content: fmt.Sprintf("line %d\n", j)})
+	}
+	w := newWriter(t)
+	for j, m := range msgs[:6] {
+		if err := w.WriteRecord(tsN(50*j+3), Stdout, false, []byte(m.content)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, old := range []string{".20250304-050000.gz", ".20250304-050607", ".20250304-040000", ".tmp"} {
+		if err := os.WriteFile(w.path+old, []byte("not a log\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Rename(w.path, w.path+".20250304-050608"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	e := &engine{msgs: msgs}
+	pos, err := Seam(context.Background(), w.path, e.source, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Mark{Time: tsN(250), Seen: 1}); pos.Stdout != want {
+		t.Errorf("seam %+v, want %+v (after line 5)", pos.Stdout, want)
+	}
+}
