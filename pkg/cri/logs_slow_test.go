@@ -76,6 +76,42 @@ func (e *slowLogs) ContainerLogTail(ctx context.Context, id string, since time.T
 	return e.Client.ContainerLogTail(ctx, id, since, tail)
 }
 
+// slowLogPod serves CRI on engine e and runs a pod there for the test,
+// named after name, with a log directory.
+func slowLogPod(t *testing.T, e *slowLogs, name string) (runtime.RuntimeServiceClient, *runtime.PodSandboxConfig, string) {
+	t.Helper()
+	srv, stop := cri.NewFakeServer(cri.Config{Network: testNetwork, StateDir: t.TempDir()}, e, e.NewEvents())
+	t.Cleanup(stop)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { defer close(ran); srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-ran })
+	conn, _, _ := suite.Serve(t, srv.Register)
+	rt := runtime.NewRuntimeServiceClient(conn)
+	if err := suite.WaitReady(rt, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	name = fmt.Sprintf("%s-%d", name, time.Now().UnixNano())
+	pod := &runtime.PodSandboxConfig{
+		Metadata:     &runtime.PodSandboxMetadata{Name: name, Namespace: testNamespace, Uid: name},
+		LogDirectory: t.TempDir(),
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer rcancel()
+	run, err := rt.RunPodSandbox(rctx, &runtime.RunPodSandboxRequest{Config: pod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podID := run.GetPodSandboxId()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = rt.StopPodSandbox(ctx, &runtime.StopPodSandboxRequest{PodSandboxId: podID})
+		_, _ = rt.RemovePodSandbox(ctx, &runtime.RemovePodSandboxRequest{PodSandboxId: podID})
+	})
+	return rt, pod, podID
+}
+
 // TestLogCompleteBehindSlowPump: a container whose log is written from the
 // engine's log (its attach before the start failed) writes 10 MB as fast as it can
 // and exits while its log pump, whose every fetch takes a second, is far
@@ -89,37 +125,9 @@ func TestLogCompleteBehindSlowPump(t *testing.T) {
 	t.Parallel()
 	d := images.Engine(t)
 	images.NeedBusybox(t, d, testImage)
-	srv, stop := cri.NewFakeServer(cri.Config{Network: testNetwork, StateDir: t.TempDir()},
-		&slowLogs{Client: d, delay: time.Second}, d.NewEvents())
-	t.Cleanup(stop)
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan struct{})
-	go func() { defer close(ran); srv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-ran })
-	conn, _, _ := suite.Serve(t, srv.Register)
-	rt := runtime.NewRuntimeServiceClient(conn)
-	if err := suite.WaitReady(rt, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-
+	rt, pod, podID := slowLogPod(t, &slowLogs{Client: d, delay: time.Second}, "slowpump")
 	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer rcancel()
-	name := fmt.Sprintf("slowpump-%d", time.Now().UnixNano())
-	pod := &runtime.PodSandboxConfig{
-		Metadata:     &runtime.PodSandboxMetadata{Name: name, Namespace: testNamespace, Uid: name},
-		LogDirectory: t.TempDir(),
-	}
-	run, err := rt.RunPodSandbox(rctx, &runtime.RunPodSandboxRequest{Config: pod})
-	if err != nil {
-		t.Fatal(err)
-	}
-	podID := run.GetPodSandboxId()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		_, _ = rt.StopPodSandbox(ctx, &runtime.StopPodSandboxRequest{PodSandboxId: podID})
-		_, _ = rt.RemovePodSandbox(ctx, &runtime.RemovePodSandboxRequest{PodSandboxId: podID})
-	})
 	const lines = 100000 // of 108 bytes: 10.8 MB
 	script := fmt.Sprintf(`awk 'BEGIN { for (i = 1; i <= %d; i++) printf "%%07d %%0100d\n", i, 0; printf "END" }'`, lines)
 	cc, err := rt.CreateContainer(rctx, &runtime.CreateContainerRequest{
@@ -174,36 +182,9 @@ func TestLogAttachBreaks(t *testing.T) {
 	for _, after := range []time.Duration{150 * time.Millisecond, 400 * time.Millisecond, 900 * time.Millisecond} {
 		t.Run(after.String(), func(t *testing.T) {
 			t.Parallel()
-			srv, stop := cri.NewFakeServer(cri.Config{Network: testNetwork, StateDir: t.TempDir()},
-				&slowLogs{Client: d, breakAfter: after}, d.NewEvents())
-			t.Cleanup(stop)
-			ctx, cancel := context.WithCancel(context.Background())
-			ran := make(chan struct{})
-			go func() { defer close(ran); srv.Run(ctx) }()
-			t.Cleanup(func() { cancel(); <-ran })
-			conn, _, _ := suite.Serve(t, srv.Register)
-			rt := runtime.NewRuntimeServiceClient(conn)
-			if err := suite.WaitReady(rt, 30*time.Second); err != nil {
-				t.Fatal(err)
-			}
+			rt, pod, podID := slowLogPod(t, &slowLogs{Client: d, breakAfter: after}, "attachbreak")
 			rctx, rcancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer rcancel()
-			name := fmt.Sprintf("attachbreak-%d", time.Now().UnixNano())
-			pod := &runtime.PodSandboxConfig{
-				Metadata:     &runtime.PodSandboxMetadata{Name: name, Namespace: testNamespace, Uid: name},
-				LogDirectory: t.TempDir(),
-			}
-			run, err := rt.RunPodSandbox(rctx, &runtime.RunPodSandboxRequest{Config: pod})
-			if err != nil {
-				t.Fatal(err)
-			}
-			podID := run.GetPodSandboxId()
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				_, _ = rt.StopPodSandbox(ctx, &runtime.StopPodSandboxRequest{PodSandboxId: podID})
-				_, _ = rt.RemovePodSandbox(ctx, &runtime.RemovePodSandboxRequest{PodSandboxId: podID})
-			})
 			// About 1.5 s of output on both streams, the break in the middle.
 			const lines = 3000
 			script := fmt.Sprintf(`i=0; while [ $i -lt %d ]; do i=$((i+1)); echo "out $i"; echo "err $i" >&2; [ $((i %% 100)) = 0 ] && usleep 50000; done; echo END`, lines)
