@@ -409,33 +409,11 @@ const tailScan = 4 << 20
 // exactly then. A missing or empty file gives the zero Position; a stream
 // with no record in the tail gets the other's mark.
 func LastPosition(path string) (Position, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Position{}, nil
-	}
+	buf, err := wholeLinesAtEnd(path, tailScan)
 	if err != nil {
 		return Position{}, fmt.Errorf("last position of %s: %w", path, err)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return Position{}, fmt.Errorf("last position of %s: %w", path, err)
-	}
-	start := max(0, fi.Size()-tailScan)
-	buf := make([]byte, fi.Size()-start)
-	if _, err := f.ReadAt(buf, start); err != nil && err != io.EOF {
-		return Position{}, fmt.Errorf("last position of %s: %w", path, err)
-	}
-	if start > 0 { // the first line is cut: skip it
-		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
-			buf = buf[i+1:]
-		}
-	}
-	if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
-		buf = buf[:i] // an unterminated last line was never whole
-	} else {
-		buf = nil
-	}
+	buf = bytes.TrimSuffix(buf, []byte{'\n'})
 	var pos Position
 	done := [2]bool{}
 	for len(buf) > 0 && !(done[0] && done[1]) {
@@ -480,4 +458,33 @@ func LastPosition(path string) (Position, error) {
 		pos.Stderr = pos.Stdout
 	}
 	return pos, nil
+}
+
+// wholeLinesAtEnd is the whole lines in the last n bytes of the file at
+// path, each with its '\n': a line cut by the start of that span, and an
+// unterminated last line (a write torn by a crash), are left out. A
+// missing file has none.
+func wholeLinesAtEnd(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	start := max(0, fi.Size()-n)
+	buf := make([]byte, fi.Size()-start)
+	if _, err := f.ReadAt(buf, start); err != nil && err != io.EOF {
+		return nil, err
+	}
+	if start > 0 {
+		i := bytes.IndexByte(buf, '\n')
+		buf = buf[i+1:] // none: i+1 is 0, and the next cut leaves nothing
+	}
+	return buf[:bytes.LastIndexByte(buf, '\n')+1], nil
 }

@@ -5,8 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -104,33 +102,12 @@ type tail struct {
 
 func readTail(path string) (tail, error) {
 	var t tail
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return t, nil
-	}
+	buf, err := wholeLinesAtEnd(path, seamScan)
 	if err != nil {
 		return t, fmt.Errorf("seam of %s: %w", path, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return t, fmt.Errorf("seam of %s: %w", path, err)
-	}
-	start := max(0, fi.Size()-seamScan)
-	buf := make([]byte, fi.Size()-start)
-	if _, err := f.ReadAt(buf, start); err != nil && err != io.EOF {
-		return t, fmt.Errorf("seam of %s: %w", path, err)
-	}
-	if start > 0 { // the first line is cut
-		if _, rest, ok := bytes.Cut(buf, []byte{'\n'}); ok {
-			buf = rest
-		}
 	}
 	for len(buf) > 0 {
-		line, rest, ok := bytes.Cut(buf, []byte{'\n'})
-		if !ok {
-			break // a torn last line was never whole
-		}
+		line, rest, _ := bytes.Cut(buf, []byte{'\n'})
 		buf = rest
 		r, err := ParseLine(line)
 		if err != nil {
