@@ -84,7 +84,8 @@ func BenchmarkLogs(b *testing.B) {
 	if _, err := toolcache.Go(bctx, e.repoRoot, "build", "-o", attachBin, "./test/bench/attachlog"); err != nil {
 		b.Fatal(err)
 	}
-	all := []logPath{floor, cri, &attachLogPath{e: e, image: ref, bin: attachBin, logDir: b.TempDir()}}
+	all := []logPath{floor, cri, &attachLogPath{e: e, image: ref, bin: attachBin, logDir: b.TempDir()},
+		&attachLogPath{e: e, image: ref, bin: attachBin, logDir: b.TempDir(), noEngineLog: true}}
 	if *flagLogContainerd {
 		ctrd := suite.StartContainerd(b, filepath.Join(runDir, "containerd"), runID, map[string]func(*os.File) error{
 			"logspam.tar": func(f *os.File) error { _, err := f.Write(archive.Bytes()); return err },
@@ -132,7 +133,7 @@ func BenchmarkLogs(b *testing.B) {
 		addRatio("logs, %s: cri-compose lands %.2fx the MB/s of the engine's own path, at %.2fx its CPU per GB (latency p99 %s vs %s)",
 			sh.name, f.elapsed.Seconds()/c.elapsed.Seconds(), c.total().Seconds()/f.total().Seconds(), fms(pct(c.latencies, 99)), fms(pct(f.latencies, 99)))
 		if k, ok := res[pathContainerd]; ok {
-			for _, path := range []string{pathCRI, pathAttach} {
+			for _, path := range []string{pathCRI, pathAttach, pathAttachNoLog} {
 				c := res[path]
 				addRatio("logs, %s: %s lands %.2fx the MB/s of containerd's CRI, at %.2fx its CPU per GB (latency p99 %s vs %s)",
 					sh.name, path, k.elapsed.Seconds()/c.elapsed.Seconds(), c.total().Seconds()/k.total().Seconds(), fms(pct(c.latencies, 99)), fms(pct(k.latencies, 99)))
@@ -158,7 +159,7 @@ func BenchmarkLogs(b *testing.B) {
 	addRatio("logs, steady (100 lines/s after a full engine log): cri-compose's path costs %.2fx the CPU of the engine's own (%s vs %s of CPU in %v)",
 		cpus[pathCRI].total().Seconds()/cpus[pathFloor].total().Seconds(), cpus[pathCRI].total().Round(10*time.Millisecond), cpus[pathFloor].total().Round(10*time.Millisecond), window)
 	if k, ok := cpus[pathContainerd]; ok {
-		for _, path := range []string{pathCRI, pathAttach} {
+		for _, path := range []string{pathCRI, pathAttach, pathAttachNoLog} {
 			addRatio("logs, steady (100 lines/s after a full engine log): %s's path costs %.2fx the CPU of containerd's CRI (%s vs %s of CPU in %v)",
 				path, cpus[path].total().Seconds()/k.total().Seconds(), cpus[path].total().Round(10*time.Millisecond), k.total().Round(10*time.Millisecond), window)
 		}
@@ -166,7 +167,8 @@ func BenchmarkLogs(b *testing.B) {
 	sec.notes = append(sec.notes, "latency: from the write (the stamp in the line) to the line's arrival in the file (read every 2 ms) or at the follower",
 		"s/GB: CPU seconds (user+system) per GB written; containerd+shims: every containerd (the engine's, and on the containerd path the private one) and every containerd-shim process",
 		"containerd: Debian's containerd with its CRI plugin, run privately with its own root, socket and CNI bridge; its shim passes the container's output to containerd, which writes the CRI log",
-		"engine-attach: a plain container with the same engine log, and test/bench/attachlog (a process of its own, its CPU in the cri-compose column) writing the CRI log from the container's attach stream, attached before the start: the floor of writing the CRI log from the attach stream",
+		"engine-attach: a plain container with the same engine log, and test/bench/attachlog (a process of its own, its CPU in the cri-compose column) writing the CRI log from the container's attach stream, attached before the start, as cri-compose does, without a CRI server around it",
+		"attach-nolog: the same from a container without an engine log (log driver none): what the engine's attach stream delivers alone, and what its own log costs beside it",
 		"(no END): the engine's follow stream ended without the last output: Docker 20.10's follow of a json-file log can lose entries at a rotation; the time is until it ended")
 	addSection(sec)
 }
@@ -349,16 +351,17 @@ func tailCRILog(path string, r *arrivals, stop <-chan struct{}) error {
 	}
 }
 
-// plainLogspam creates logspam with args in a plain container with the
-// engine log cri-compose gives app containers (json-file, 4 MiB x 5),
-// labelled for the run's sweep; attach: its output also goes to an attach
-// stream made before the start.
-func plainLogspam(ctx context.Context, e *benchEnv, name, image string, args []string, attach bool) (id string, remove func(), err error) {
+// appEngineLog is the engine log cri-compose gives app containers.
+var appEngineLog = container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "4m", "max-file": "5"}}
+
+// plainLogspam creates logspam with args in a plain container with engine
+// log lc, labelled for the run's sweep; attach: its output also goes to an
+// attach stream made before the start.
+func plainLogspam(ctx context.Context, e *benchEnv, name, image string, args []string, attach bool, lc container.LogConfig) (id string, remove func(), err error) {
 	id, err = e.d.ContainerCreate(ctx, name,
 		&container.Config{Image: image, Cmd: append([]string{"/bin/logspam"}, args...), AttachStdout: attach, AttachStderr: attach,
 			Labels: map[string]string{sandbox.LabelPodNamespace: e.namespace}},
-		&container.HostConfig{NetworkMode: "none",
-			LogConfig: container.LogConfig{Type: "json-file", Config: map[string]string{"max-size": "4m", "max-file": "5"}}}, nil)
+		&container.HostConfig{NetworkMode: "none", LogConfig: lc}, nil)
 	if err != nil {
 		return "", nil, err
 	}
@@ -376,16 +379,26 @@ func plainLogspam(ctx context.Context, e *benchEnv, name, image string, args []s
 // the CRI log from the container's attach stream: the floor of a CRI log
 // written from the attach stream.
 type attachLogPath struct {
-	e      *benchEnv
-	image  string
-	bin    string // attachlog
-	logDir string
+	e           *benchEnv
+	image       string
+	bin         string // attachlog
+	logDir      string
+	noEngineLog bool // the container has no engine log (pathAttachNoLog)
 }
 
-func (p *attachLogPath) name() string { return pathAttach }
+func (p *attachLogPath) name() string {
+	if p.noEngineLog {
+		return pathAttachNoLog
+	}
+	return pathAttach
+}
 
 func (p *attachLogPath) run(ctx context.Context, tag string, args []string, window *time.Duration) (logResult, error) {
-	id, remove, err := plainLogspam(ctx, p.e, fmt.Sprintf("ccb-%s-attach-%s", runID, tag), p.image, args, true)
+	lc := appEngineLog
+	if p.noEngineLog {
+		lc = container.LogConfig{Type: "none"}
+	}
+	id, remove, err := plainLogspam(ctx, p.e, fmt.Sprintf("ccb-%s-%s-%s", runID, p.name(), tag), p.image, args, true, lc)
 	if err != nil {
 		return logResult{}, err
 	}
@@ -417,7 +430,7 @@ type floorLogPath struct {
 func (p *floorLogPath) name() string { return pathFloor }
 
 func (p *floorLogPath) run(ctx context.Context, tag string, args []string, window *time.Duration) (logResult, error) {
-	id, remove, err := plainLogspam(ctx, p.e, fmt.Sprintf("ccb-%s-logs-%s", runID, tag), p.image, args, false)
+	id, remove, err := plainLogspam(ctx, p.e, fmt.Sprintf("ccb-%s-logs-%s", runID, tag), p.image, args, false, appEngineLog)
 	if err != nil {
 		return logResult{}, err
 	}

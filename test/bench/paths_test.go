@@ -33,8 +33,11 @@ const (
 	pathContainerd = "containerd"
 	// pathAttach: a CRI log written from the engine's attach stream by a
 	// process of its own (BenchmarkLogs).
-	pathAttach  = "engine-attach"
-	pathCompose = "compose-cli"
+	pathAttach = "engine-attach"
+	// pathAttachNoLog: the same, from a container without an engine log
+	// (log driver none): what the attach stream delivers alone.
+	pathAttachNoLog = "attach-nolog"
+	pathCompose     = "compose-cli"
 )
 
 // --- cri-compose: RunPodSandbox + CreateContainer + StartContainer
