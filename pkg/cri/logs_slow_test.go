@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -227,5 +228,38 @@ func TestLogAttachBreaks(t *testing.T) {
 				t.Fatalf("stderr ends at line %d of %d", next[crilog.Stderr]-1, lines)
 			}
 		})
+	}
+}
+
+// TestLogTTY: a TTY container's output, raw stdout with the terminal's
+// line ends, is its CRI log line by line, as the engine logs it; the
+// unfinished last line too, tagged P.
+func TestLogTTY(t *testing.T) {
+	t.Parallel()
+	e := newCRIEnv(t)
+	pod := e.podConfig("tty")
+	podID := e.runPod(pod)
+	cfg := ctrConfig("tty", `echo hello; echo world; printf 'prompt$ '`)
+	cfg.Tty = true
+	id := e.runCtr(podID, pod, cfg)
+	e.waitCtrState(id, runtime.ContainerState_CONTAINER_EXITED, time.Minute)
+	// Read whole: a line scanner would drop the '\r' before each '\n'.
+	b, err := os.ReadFile(filepath.Join(pod.GetLogDirectory(), "tty.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, line := range strings.SplitAfter(string(b), "\n") {
+		if line == "" {
+			continue
+		}
+		r, err := crilog.ParseLine([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, fmt.Sprintf("%s %v %s", r.Stream, r.Partial, r.Content))
+	}
+	if got, want := strings.Join(got, "|"), "stdout false hello\r|stdout false world\r|stdout true prompt$ "; got != want {
+		t.Errorf("TTY log %q, want %q", got, want)
 	}
 }
