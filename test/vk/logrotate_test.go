@@ -26,24 +26,30 @@ const (
 	rotateMaxFiles = 3
 )
 
-// TestLogRotation: a container writes numbered lines as fast as it can
-// until the test has seen its log rotated five times. vk-cri rotates it
-// (rename, gzip, ReopenContainerLog at full speed); the files
+// TestLogRotation: a container writes numbered lines fast (1000 at a time,
+// at most 50,000 a second) until the test has seen its log rotated five
+// times. vk-cri rotates it (rename, gzip, ReopenContainerLog while the
+// lines come); the files
 // on disk never exceed --container-log-max-files, the oldest are removed
 // and all but the newest rotated one compressed, what is kept holds every
 // line from its oldest on, once and in order, ending at the last one.
 func TestLogRotation(t *testing.T) {
 	need(t)
-	// Not beside the parallel tests: on a machine loaded by all of them,
-	// cri-compose's pump has been seen to lose a stretch of a full-speed
-	// writer's output (a gap inside one file, which the check below
-	// reports with each file's span); alone it keeps up.
+	// Not beside the parallel tests, whose load slows the rotation
+	// rounds. A gap in the output shows in the check below with each
+	// file's span, to tell one inside a file from one between files.
 	// How many lines fit between two rotation rounds is the machine's
 	// pace, so the writer is not given a count: it writes until the test
 	// has seen stopAfter rotations and says stop (looking for /tmp/stop once
 	// every 1000 lines), then leaves its last line's number in
 	// /tmp/written. maxLines bounds it should the rotations never come.
-	const maxLines = 5000000
+	// The pause after each 1000 lines keeps the writer below what gzip
+	// compresses on a loaded machine: the CRI log grows at the writer's
+	// full speed, and a rotation round compresses the file the round
+	// before rotated (as kubelet's does), so a writer faster than gzip
+	// makes each round's file larger than the last, and the rounds
+	// minutes apart.
+	const maxLines = 50000000
 	// Three rotations are the least that shows the oldest files removed
 	// (at most three files are kept); a few more keep the writer going
 	// well past its start.
@@ -51,7 +57,7 @@ func TestLogRotation(t *testing.T) {
 	ns := namespace(t)
 	zero := int64(0)
 	script := fmt.Sprintf(`sleep 2; i=0
-while [ ! -e /tmp/stop ] && [ $i -lt %d ]; do j=0; while [ $j -lt 1000 ]; do i=$((i+1)); j=$((j+1)); echo "line $i"; done; done
+while [ ! -e /tmp/stop ] && [ $i -lt %d ]; do j=0; while [ $j -lt 1000 ]; do i=$((i+1)); j=$((j+1)); echo "line $i"; done; usleep 20000; done
 echo $i > /tmp/written.tmp; mv /tmp/written.tmp /tmp/written; exec sleep 3600`, maxLines)
 	pod := createPod(t, &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "chatty", Namespace: ns},
