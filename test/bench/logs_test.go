@@ -85,7 +85,8 @@ func BenchmarkLogs(b *testing.B) {
 		b.Fatal(err)
 	}
 	all := []logPath{floor, cri, &attachLogPath{e: e, image: ref, bin: attachBin, logDir: b.TempDir()},
-		&attachLogPath{e: e, image: ref, bin: attachBin, logDir: b.TempDir(), noEngineLog: true}}
+		&attachLogPath{e: e, image: ref, bin: attachBin, logDir: b.TempDir(), engineLog: "none"},
+		&attachLogPath{e: e, image: ref, bin: attachBin, logDir: b.TempDir(), engineLog: "local"}}
 	if *flagLogContainerd {
 		ctrd := suite.StartContainerd(b, filepath.Join(runDir, "containerd"), runID, map[string]func(*os.File) error{
 			"logspam.tar": func(f *os.File) error { _, err := f.Write(archive.Bytes()); return err },
@@ -133,7 +134,7 @@ func BenchmarkLogs(b *testing.B) {
 		addRatio("logs, %s: cri-compose lands %.2fx the MB/s of the engine's own path, at %.2fx its CPU per GB (latency p99 %s vs %s)",
 			sh.name, f.elapsed.Seconds()/c.elapsed.Seconds(), c.total().Seconds()/f.total().Seconds(), fms(pct(c.latencies, 99)), fms(pct(f.latencies, 99)))
 		if k, ok := res[pathContainerd]; ok {
-			for _, path := range []string{pathCRI, pathAttach, pathAttachNoLog} {
+			for _, path := range []string{pathCRI, pathAttach, pathAttachNoLog, pathAttachLocal} {
 				c := res[path]
 				addRatio("logs, %s: %s lands %.2fx the MB/s of containerd's CRI, at %.2fx its CPU per GB (latency p99 %s vs %s)",
 					sh.name, path, k.elapsed.Seconds()/c.elapsed.Seconds(), c.total().Seconds()/k.total().Seconds(), fms(pct(c.latencies, 99)), fms(pct(k.latencies, 99)))
@@ -159,7 +160,7 @@ func BenchmarkLogs(b *testing.B) {
 	addRatio("logs, steady (100 lines/s after a full engine log): cri-compose's path costs %.2fx the CPU of the engine's own (%s vs %s of CPU in %v)",
 		cpus[pathCRI].total().Seconds()/cpus[pathFloor].total().Seconds(), cpus[pathCRI].total().Round(10*time.Millisecond), cpus[pathFloor].total().Round(10*time.Millisecond), window)
 	if k, ok := cpus[pathContainerd]; ok {
-		for _, path := range []string{pathCRI, pathAttach, pathAttachNoLog} {
+		for _, path := range []string{pathCRI, pathAttach, pathAttachNoLog, pathAttachLocal} {
 			addRatio("logs, steady (100 lines/s after a full engine log): %s's path costs %.2fx the CPU of containerd's CRI (%s vs %s of CPU in %v)",
 				path, cpus[path].total().Seconds()/k.total().Seconds(), cpus[path].total().Round(10*time.Millisecond), k.total().Round(10*time.Millisecond), window)
 		}
@@ -169,6 +170,7 @@ func BenchmarkLogs(b *testing.B) {
 		"containerd: Debian's containerd with its CRI plugin, run privately with its own root, socket and CNI bridge; its shim passes the container's output to containerd, which writes the CRI log",
 		"engine-attach: a plain container with the same engine log, and test/bench/attachlog (a process of its own, its CPU in the cri-compose column) writing the CRI log from the container's attach stream, attached before the start, as cri-compose does, without a CRI server around it",
 		"attach-nolog: the same from a container without an engine log (log driver none): what the engine's attach stream delivers alone, and what its own log costs beside it",
+		"attach-local: the same from a container whose engine log is the local driver's (protobuf, no JSON; its defaults)",
 		"(no END): the engine's follow stream ended without the last output: Docker 20.10's follow of a json-file log can lose entries at a rotation; the time is until it ended")
 	addSection(sec)
 }
@@ -379,24 +381,27 @@ func plainLogspam(ctx context.Context, e *benchEnv, name, image string, args []s
 // the CRI log from the container's attach stream: the floor of a CRI log
 // written from the attach stream.
 type attachLogPath struct {
-	e           *benchEnv
-	image       string
-	bin         string // attachlog
-	logDir      string
-	noEngineLog bool // the container has no engine log (pathAttachNoLog)
+	e         *benchEnv
+	image     string
+	bin       string // attachlog
+	logDir    string
+	engineLog string // the container's log driver: "" cri-compose's json-file, "none" (pathAttachNoLog), "local" (pathAttachLocal)
 }
 
 func (p *attachLogPath) name() string {
-	if p.noEngineLog {
+	switch p.engineLog {
+	case "none":
 		return pathAttachNoLog
+	case "local":
+		return pathAttachLocal
 	}
 	return pathAttach
 }
 
 func (p *attachLogPath) run(ctx context.Context, tag string, args []string, window *time.Duration) (logResult, error) {
 	lc := appEngineLog
-	if p.noEngineLog {
-		lc = container.LogConfig{Type: "none"}
+	if p.engineLog != "" {
+		lc = container.LogConfig{Type: p.engineLog}
 	}
 	id, remove, err := plainLogspam(ctx, p.e, fmt.Sprintf("ccb-%s-%s-%s", runID, p.name(), tag), p.image, args, true, lc)
 	if err != nil {

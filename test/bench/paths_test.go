@@ -37,6 +37,9 @@ const (
 	// pathAttachNoLog: the same, from a container without an engine log
 	// (log driver none): what the attach stream delivers alone.
 	pathAttachNoLog = "attach-nolog"
+	// pathAttachLocal: the same, from a container whose engine log is the
+	// local driver's (protobuf, no JSON).
+	pathAttachLocal = "attach-local"
 	pathCompose     = "compose-cli"
 )
 
