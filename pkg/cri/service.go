@@ -50,7 +50,8 @@ type Config struct {
 	// ImagePullProgressTimeout cancels a pull (from a mirror or the
 	// registry) that makes no progress for that long (0: never).
 	ImagePullProgressTimeout time.Duration
-	// LogConfig is the engine log driver for CRI containers (default: local).
+	// LogConfig is the engine log driver for CRI containers (default:
+	// json-file, 4 MiB × 5; pkg/sandbox/spec.go says why).
 	LogConfig container.LogConfig
 
 	// Streaming server (exec, attach, port-forward; streaming.go).
