@@ -46,6 +46,9 @@ type pump struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	w      *crilog.Writer
+	// complete: the container exited and its attach stream brought all
+	// it wrote (l.mu): no pump on the engine's log is needed after it.
+	complete bool
 }
 
 // holder reads a container's attach stream through its gate.
@@ -107,7 +110,7 @@ func (l *logPumps) streamBeforeStart(ctx context.Context, id, path string, tty b
 		defer l.wg.Done()
 		defer close(p.done)
 		defer w.Close()
-		l.stream(pctx, id, path, tty, st, w, running)
+		l.stream(pctx, p, id, path, tty, st, running)
 	}()
 }
 
@@ -116,7 +119,8 @@ func (l *logPumps) streamBeforeStart(ctx context.Context, id, path string, tty b
 // connection to a remote engine), the engine's log takes over where the
 // stream's records end (crilog.Seam), held by a gate as after a restart of
 // this server.
-func (l *logPumps) stream(ctx context.Context, id, path string, tty bool, st *dockerapi.Stream, w *crilog.Writer, running func(context.Context) bool) {
+func (l *logPumps) stream(ctx context.Context, p *pump, id, path string, tty bool, st *dockerapi.Stream, running func(context.Context) bool) {
+	w := p.w
 	stop := context.AfterFunc(ctx, func() { st.Close() })
 	err := crilog.CopyAttach(st.Reader, tty, w)
 	stop()
@@ -125,7 +129,11 @@ func (l *logPumps) stream(ctx context.Context, id, path string, tty bool, st *do
 		return
 	}
 	if err == nil && !running(ctx) {
-		return // exited: all it wrote came through the stream
+		// Exited: all it wrote came through the stream.
+		l.mu.Lock()
+		p.complete = true
+		l.mu.Unlock()
+		return
 	}
 	klog.InfoS("The attach stream ended while the container runs; its log goes on from the engine's log", "container", id, "err", err)
 	pos := l.seam(ctx, id, path, tty)
@@ -302,8 +310,9 @@ func (h *holder) drain(ctx context.Context, st *dockerapi.Stream, tty bool) erro
 	}
 }
 
-// ensure starts a pump for the container unless one runs already. The pump
-// ends when the container has exited and its stream is drained.
+// ensure starts a pump for the container unless one runs already, or its
+// attach stream brought all it wrote. The pump ends when the container has
+// exited and its stream is drained.
 //
 // pid is the container's main process (0: unknown), whose exit opens the
 // gate (openAtExit).
@@ -314,6 +323,9 @@ func (l *logPumps) ensure(ctx context.Context, id, path string, tty bool, pid in
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if p, ok := l.pumps[id]; ok {
+		if p.complete {
+			return
+		}
 		select {
 		case <-p.done:
 		default:
