@@ -68,6 +68,9 @@ type holder struct {
 // (pkg/sandbox/spec.go).
 const attachWindow = 1 << 20
 
+// seamPatience is how long a seam waits for the engine to answer.
+const seamPatience = time.Minute
+
 // gateStall is how long a gate holds a container while its pump makes no
 // progress at all before it lets the output through (crilog.NewGate).
 const gateStall = 10 * time.Second
@@ -128,8 +131,8 @@ func (l *logPumps) stream(ctx context.Context, p *pump, id, path string, tty boo
 	if ctx.Err() != nil {
 		return
 	}
-	if err == nil && !running(ctx) {
-		// Exited: all it wrote came through the stream.
+	if err == nil && l.exited(ctx, id) {
+		// All it wrote came through the stream.
 		l.mu.Lock()
 		p.complete = true
 		l.mu.Unlock()
@@ -149,18 +152,43 @@ func (l *logPumps) stream(ctx context.Context, p *pump, id, path string, tty boo
 	l.run(ctx, id, w, tty, pos, h, running)
 }
 
-// seam is where the container's log at path ends in the engine's log
-// (crilog.Seam). Without an answer from the engine, the records' times
-// stand for the engine's stamps.
-func (l *logPumps) seam(ctx context.Context, id, path string, tty bool) crilog.Position {
-	pos, err := crilog.Seam(ctx, path, func(ctx context.Context, since time.Time) (io.ReadCloser, error) {
-		return l.docker.ContainerLogs(ctx, id, since, false)
-	}, tty)
-	if err == nil {
-		return pos
+// exited reports whether the engine says the container is not running (or
+// gone). An engine that does not answer (one restarting, which ends every
+// attach stream) says nothing.
+func (l *logPumps) exited(ctx context.Context, id string) bool {
+	in, err := l.docker.ContainerInspect(ctx, id)
+	if err != nil {
+		return dockerapi.IsNotFound(err)
 	}
-	klog.InfoS("Cannot find where the container's log ends in the engine's log; resuming by time", "container", id, "err", err)
-	if pos, err = crilog.LastPosition(path); err != nil {
+	return in.State == nil || !in.State.Running
+}
+
+// seam is where the container's log at path ends in the engine's log
+// (crilog.Seam), asked again for up to seamPatience while the engine does
+// not answer (a stream that broke at an engine restart). Should it not
+// answer, or the container be gone, the records' times stand for the
+// engine's stamps.
+func (l *logPumps) seam(ctx context.Context, id, path string, tty bool) crilog.Position {
+	backoff, giveUp := 100*time.Millisecond, time.Now().Add(seamPatience)
+	for {
+		pos, err := crilog.Seam(ctx, path, func(ctx context.Context, since time.Time) (io.ReadCloser, error) {
+			return l.docker.ContainerLogs(ctx, id, since, false)
+		}, tty)
+		if err == nil {
+			return pos
+		}
+		if dockerapi.IsNotFound(err) || ctx.Err() != nil || time.Now().After(giveUp) {
+			klog.InfoS("Cannot find where the container's log ends in the engine's log; resuming by time", "container", id, "err", err)
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	pos, err := crilog.LastPosition(path)
+	if err != nil {
 		klog.InfoS("Log file has no readable last line; reading the engine's log from the start", "container", id, "err", err)
 	}
 	return pos
